@@ -1,0 +1,57 @@
+# kube-controller-manager clone: build, test, run a local cluster.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+BIN_DIR      := $(CURDIR)/_output/bin
+GIT_COMMIT   := $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+GIT_TREE     := $(shell git diff --quiet HEAD 2>/dev/null && echo clean || echo dirty)
+KUBE_VERSION ?= v1.37.2-kcmclone
+BUILD_DATE   := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG  := k8s.io/component-base/version
+LDFLAGS      := -X $(VERSION_PKG).gitVersion=$(KUBE_VERSION) \
+                -X $(VERSION_PKG).gitMajor=1 -X $(VERSION_PKG).gitMinor=37 \
+                -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) \
+                -X $(VERSION_PKG).gitTreeState=$(GIT_TREE) \
+                -X $(VERSION_PKG).buildDate=$(BUILD_DATE)
+GOLANGCI_LINT_VERSION := v2.15.0
+STAGING      := staging/src/github.com/kcmclone/controller-manager
+# Packages of the root module with unit tests (integration and e2e run apart).
+UNIT_PKGS    = $$(go list ./... | grep -v -e /test/integration -e /test/e2e)
+
+.PHONY: all build test test-unit test-integration test-e2e verify run conformance install-test-binaries clean
+
+all: build
+
+build:
+	go build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/kube-controller-manager ./cmd/kube-controller-manager
+
+install-test-binaries:
+	hack/install-test-binaries.sh etcd kube-apiserver
+
+## test: unit tests (with -race) and integration tests against a real etcd + kube-apiserver.
+test: test-unit test-integration test-e2e
+
+test-unit:
+	go test -race -count=1 $(UNIT_PKGS)
+	cd $(STAGING) && go test -race -count=1 ./...
+
+test-integration: install-test-binaries
+	go test -count=1 -timeout 20m ./test/integration/...
+
+## test-e2e: the built binary against a real control plane (flags, leader election, serving).
+test-e2e: install-test-binaries build
+	KCM_BINARY=$(BIN_DIR)/kube-controller-manager go test -count=1 -timeout 15m ./test/e2e/...
+
+verify:
+	hack/verify.sh
+
+## run: a local cluster (etcd, kube-apiserver, kube-scheduler, kwok nodes) with our binary.
+run: build
+	hack/local-up.sh
+
+## conformance: upstream's [Conformance] e2e specs against our binary (AREA=apps|...).
+conformance: build
+	hack/conformance.sh $(AREA)
+
+clean:
+	rm -rf _output

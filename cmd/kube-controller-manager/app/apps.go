@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+
+	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/replicaset"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/replication"
+)
+
+// initFuncs maps the implemented controllers to their constructors.
+func initFuncs() map[string]InitFunc {
+	return map[string]InitFunc{
+		names.DeploymentController:            newDeploymentController,
+		names.ReplicaSetController:            newReplicaSetController,
+		names.ReplicationControllerController: newReplicationController,
+	}
+}
+
+// The client names below are the ServiceAccounts upstream's bootstrap RBAC
+// binds (system:controller:<name>), used with --use-service-account-credentials.
+
+func newDeploymentController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("deployment-controller")
+	if err != nil {
+		return nil, err
+	}
+	dc, err := deployment.NewDeploymentController(ctx,
+		cc.InformerFactory.Apps().V1().Deployments(),
+		cc.InformerFactory.Apps().V1().ReplicaSets(),
+		cc.InformerFactory.Core().V1().Pods(),
+		client)
+	if err != nil {
+		return nil, err
+	}
+	workers := int(cc.ComponentConfig.DeploymentController.ConcurrentDeploymentSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { dc.Run(ctx, workers) }), nil
+}
+
+func newReplicaSetController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("replicaset-controller")
+	if err != nil {
+		return nil, err
+	}
+	rsc := replicaset.NewReplicaSetController(ctx,
+		cc.InformerFactory.Apps().V1().ReplicaSets(),
+		cc.InformerFactory.Core().V1().Pods(),
+		client, replicaset.BurstReplicas)
+	workers := int(cc.ComponentConfig.ReplicaSetController.ConcurrentRSSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { rsc.Run(ctx, workers) }), nil
+}
+
+func newReplicationController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("replication-controller")
+	if err != nil {
+		return nil, err
+	}
+	rm := replication.NewReplicationManager(ctx,
+		cc.InformerFactory.Core().V1().Pods(),
+		cc.InformerFactory.Core().V1().ReplicationControllers(),
+		client, replicaset.BurstReplicas)
+	workers := int(cc.ComponentConfig.ReplicationController.ConcurrentRCSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { rm.Run(ctx, workers) }), nil
+}

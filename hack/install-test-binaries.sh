@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the test bed's upstream binaries from pinned Go modules into _output/bin.
+# Idempotent: a binary is rebuilt only when its tool module's go.mod/go.sum change.
+#
+#   hack/install-test-binaries.sh [etcd] [kube-apiserver] [kube-scheduler] [kubectl]
+#                                 [kube-controller-manager-upstream] [kwok] [all]
+# Without arguments it builds what `make test` needs: etcd and kube-apiserver.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN="${ROOT}/_output/bin"
+STAGES="${ROOT}/_output/kwok-stages"
+mkdir -p "${BIN}"
+
+log() { echo "+++ [install-test-binaries] $*" >&2; }
+
+# build NAME TOOLDIR PACKAGE: go build PACKAGE inside the tool module, cached by
+# a stamp holding the hash of that module's go.mod and go.sum.
+build() {
+  local name=$1 dir="${ROOT}/hack/tools/$2" pkg=$3
+  local stamp="${BIN}/.${name}.stamp" want
+  want=$(cat "${dir}/go.mod" "${dir}/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x "${BIN}/${name}" && -f "${stamp}" && "$(cat "${stamp}")" == "${want}" ]]; then
+    return 0
+  fi
+  log "building ${name} from ${pkg} (first time takes minutes; cached afterwards)"
+  local start=${SECONDS}
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${BIN}/${name}.tmp" "${pkg}")
+  mv "${BIN}/${name}.tmp" "${BIN}/${name}"
+  echo "${want}" > "${stamp}"
+  log "built ${name} in $((SECONDS - start))s"
+}
+
+kwok_stages() {
+  local src
+  src=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  mkdir -p "${STAGES}"
+  # The node and pod lifecycles kwok plays: nodes become Ready and heartbeat
+  # through Leases; pods become Ready, complete, and go away when deleted.
+  local f
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [[ -f "${src}/kustomize/stage/${f}" ]] || { log "missing kwok stage ${f}"; exit 1; }
+    install -m 0644 "${src}/kustomize/stage/${f}" "${STAGES}/$(basename "${f}")"
+  done
+}
+
+want=("$@")
+[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver)
+for w in "${want[@]}"; do
+  case "${w}" in
+    etcd) build etcd etcd go.etcd.io/etcd/server/v3 ;;
+    kube-apiserver) build kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver ;;
+    kube-scheduler) build kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler ;;
+    kubectl) build kubectl kube k8s.io/kubernetes/cmd/kubectl ;;
+    kube-controller-manager-upstream) build kube-controller-manager-upstream kube k8s.io/kubernetes/cmd/kube-controller-manager ;;
+    kwok) build kwok kwok sigs.k8s.io/kwok/cmd/kwok; kwok_stages ;;
+    all) "$0" etcd kube-apiserver kube-scheduler kubectl kwok ;;
+    *) log "unknown binary ${w}"; exit 2 ;;
+  esac
+done

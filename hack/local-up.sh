@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# A local cluster for trying the binary: etcd, kube-apiserver, kube-scheduler
+# and kwok (3 fake nodes that run pods instantly) from pinned upstream
+# modules, plus our kube-controller-manager. Ctrl-C stops everything.
+#
+# Environment: KCM_LOCAL_NODES (3), KCM_LOCAL_APISERVER_PORT (6443),
+# KCM_LOCAL_KCM_FLAGS (extra flags for our binary), KCM_LOCAL_DIR (_output/local).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN="${ROOT}/_output/bin"
+DIR="${KCM_LOCAL_DIR:-${ROOT}/_output/local}"
+NODES="${KCM_LOCAL_NODES:-3}"
+API_PORT="${KCM_LOCAL_APISERVER_PORT:-6443}"
+KCM_PORT="${KCM_LOCAL_KCM_PORT:-10257}"
+log() { echo "+++ [local-up] $*" >&2; }
+
+"${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok
+[[ -x "${BIN}/kube-controller-manager" ]] || (cd "${ROOT}" && make build)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+rm -rf "${DIR}"
+mkdir -p "${DIR}/logs" "${DIR}/certs"
+PIDS=()
+cleanup() {
+  trap - EXIT INT TERM
+  log "stopping"
+  local pid
+  for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
+    pid=${PIDS[i]}
+    kill -TERM "${pid}" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 1 100); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "${pid}" 2>/dev/null || true
+    wait "${pid}" 2>/dev/null || true
+  done
+  log "stopped; logs kept in ${DIR}/logs"
+}
+trap cleanup EXIT INT TERM
+
+start() { # name, binary, args...
+  local name=$1; shift
+  "$@" >"${DIR}/logs/${name}.log" 2>&1 &
+  PIDS+=($!)
+  log "started ${name} (pid $!), log ${DIR}/logs/${name}.log"
+}
+
+wait_for() { # what, seconds, command...
+  local what=$1 secs=$2; shift 2
+  for _ in $(seq 1 $((secs * 5))); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  log "timed out waiting for ${what}"; exit 1
+}
+
+# etcd
+ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
+start etcd "${BIN}/etcd" --data-dir="${DIR}/etcd" \
+  --listen-client-urls="http://127.0.0.1:${ETCD_PORT}" --advertise-client-urls="http://127.0.0.1:${ETCD_PORT}" \
+  --listen-peer-urls="http://127.0.0.1:${ETCD_PEER}" --initial-advertise-peer-urls="http://127.0.0.1:${ETCD_PEER}" \
+  --initial-cluster="default=http://127.0.0.1:${ETCD_PEER}" --log-level=warn
+wait_for etcd 30 curl -sf "http://127.0.0.1:${ETCD_PORT}/health"
+
+# kube-apiserver: static admin token, RBAC, service account signing key.
+TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo "${TOKEN},admin,admin,\"system:masters\"" > "${DIR}/certs/tokens.csv"
+openssl genrsa -out "${DIR}/certs/sa.key" 2048 2>/dev/null
+start kube-apiserver "${BIN}/kube-apiserver" --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="${API_PORT}" \
+  --cert-dir="${DIR}/certs" --token-auth-file="${DIR}/certs/tokens.csv" --authorization-mode=Node,RBAC \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="${DIR}/certs/sa.key" --service-account-signing-key-file="${DIR}/certs/sa.key" \
+  --service-cluster-ip-range=10.96.0.0/16 \
+  --endpoint-reconciler-type=none \
+  --disable-admission-plugins=ServiceAccount,TaintNodesByCondition
+  # ServiceAccount admission needs the serviceaccount controller, and
+  # TaintNodesByCondition's not-ready taint is lifted only by the node
+  # lifecycle controller: both are off until those controllers exist here.
+
+KUBECONFIG_FILE="${DIR}/kubeconfig"
+cat > "${KUBECONFIG_FILE}" <<KCFG
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:${API_PORT}
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: ${TOKEN}
+contexts:
+- name: local
+  context: {cluster: local, user: admin}
+current-context: local
+KCFG
+KUBECTL=("${BIN}/kubectl" --kubeconfig="${KUBECONFIG_FILE}")
+wait_for kube-apiserver 90 "${KUBECTL[@]}" get --raw /readyz
+
+start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
+  --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
+  --bind-address=127.0.0.1 --secure-port="$(free_port)" --leader-elect=false
+
+STAGES=()
+for f in "${ROOT}"/_output/kwok-stages/*.yaml; do STAGES+=(--config="${f}"); done
+start kwok "${BIN}/kwok" --kubeconfig="${KUBECONFIG_FILE}" \
+  --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+  --cidr=10.244.0.0/16 --node-ip=127.0.0.1 "${STAGES[@]}"
+
+for i in $(seq 0 $((NODES - 1))); do
+  cat <<NODE | "${KUBECTL[@]}" apply -f - >/dev/null
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-${i}
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: kwok-node-${i}, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+spec: {}
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+NODE
+done
+
+# shellcheck disable=SC2086
+start kube-controller-manager "${BIN}/kube-controller-manager" --kubeconfig="${KUBECONFIG_FILE}" \
+  --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
+  --bind-address=127.0.0.1 --secure-port="${KCM_PORT}" --cert-dir="${DIR}/kcm-certs" \
+  --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/apiserver.crt" \
+  --use-service-account-credentials=true --v=2 ${KCM_LOCAL_KCM_FLAGS:-}
+
+wait_for "${NODES} Ready nodes" 120 bash -c "[[ \$('${BIN}/kubectl' --kubeconfig='${KUBECONFIG_FILE}' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') -ge ${NODES} ]]"
+wait_for "the controller manager's lease" 60 bash -c "'${BIN}/kubectl' --kubeconfig='${KUBECONFIG_FILE}' -n kube-system get lease kube-controller-manager -o jsonpath='{.spec.holderIdentity}' | grep -q ."
+
+cat <<MSG
+
+Local cluster is up.
+  export KUBECONFIG=${KUBECONFIG_FILE}
+  export PATH=${BIN}:\$PATH
+  kubectl get nodes
+  kubectl create deployment web --image=nginx --replicas=3
+Controller manager: https://127.0.0.1:${KCM_PORT}/healthz  logs: ${DIR}/logs/
+Press Ctrl-C to stop everything.
+MSG
+echo "${KUBECONFIG_FILE}"
+
+# Stay up until interrupted or a component dies.
+while true; do
+  for pid in "${PIDS[@]}"; do
+    if ! kill -0 "${pid}" 2>/dev/null; then
+      log "a component (pid ${pid}) exited; see ${DIR}/logs"; exit 1
+    fi
+  done
+  sleep 2
+done

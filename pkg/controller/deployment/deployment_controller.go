@@ -1,0 +1,396 @@
+// Package deployment is the Deployment controller: it rolls a Deployment's
+// pod template out through ReplicaSets (RollingUpdate or Recreate), scales
+// them proportionally, keeps a bounded revision history and reports status
+// and conditions, as upstream kube-controller-manager does.
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	apps "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
+)
+
+const (
+	// maxRetries drops a key after this many failed syncs in a row
+	// (5ms doubling: the last retry waits ~82s).
+	maxRetries = 15
+
+	queueName = "deployment"
+	component = "deployment-controller"
+)
+
+var controllerKind = apps.SchemeGroupVersion.WithKind("Deployment")
+
+// DeploymentController keeps ReplicaSets and Deployment status in line with
+// each Deployment's spec.
+type DeploymentController struct {
+	client    clientset.Interface
+	rsControl controller.RSControlInterface
+
+	eventBroadcaster record.EventBroadcaster
+	eventRecorder    record.EventRecorder
+
+	dLister    appslisters.DeploymentLister
+	rsLister   appslisters.ReplicaSetLister
+	podIndexer cache.Indexer
+
+	dListerSynced   cache.InformerSynced
+	rsListerSynced  cache.InformerSynced
+	podListerSynced cache.InformerSynced
+
+	queue workqueue.TypedRateLimitingInterface[string]
+	loop  controller.WorkLoop[string]
+
+	// clock stamps conditions and measures progress deadlines.
+	clock clock.PassiveClock
+	// terminatingReplicas says whether to report status.terminatingReplicas
+	// (feature DeploymentReplicaSetTerminatingReplicas, on by default). It is
+	// asked on every status computation, like upstream's gate lookup.
+	terminatingReplicas func() bool
+
+	// syncHandler is swapped by tests.
+	syncHandler func(ctx context.Context, key string) error
+}
+
+// NewDeploymentController wires the controller to its informers; call Run to
+// start it once the informers are started.
+func NewDeploymentController(ctx context.Context, dInformer appsinformers.DeploymentInformer, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, client clientset.Interface) (*DeploymentController, error) {
+	logger := klog.FromContext(ctx)
+	broadcaster, recorder := controller.NewEventRecorder(ctx, component)
+	dc := &DeploymentController{
+		client:           client,
+		rsControl:        controller.RealRSControl{KubeClient: client},
+		eventBroadcaster: broadcaster,
+		eventRecorder:    recorder,
+		dLister:          dInformer.Lister(),
+		rsLister:         rsInformer.Lister(),
+		dListerSynced:    dInformer.Informer().HasSynced,
+		rsListerSynced:   rsInformer.Informer().HasSynced,
+		podListerSynced:  podInformer.Informer().HasSynced,
+		queue:            controller.NewNamedQueue(queueName),
+		clock:            clock.RealClock{},
+		terminatingReplicas: func() bool {
+			return controller.FeatureEnabled(controller.DeploymentReplicaSetTerminatingReplicas, true)
+		},
+	}
+	dc.syncHandler = dc.syncDeployment
+	dc.loop = controller.WorkLoop[string]{
+		Name:       queueName,
+		Queue:      dc.queue,
+		Sync:       dc.sync,
+		MaxRetries: maxRetries,
+	}
+
+	if _, err := dInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { dc.addDeployment(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { dc.updateDeployment(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { dc.deleteDeployment(logger, obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding Deployment event handler: %w", err)
+	}
+	if _, err := rsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { dc.addReplicaSet(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { dc.updateReplicaSet(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { dc.deleteReplicaSet(logger, obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding ReplicaSet event handler: %w", err)
+	}
+	// Only deletions matter: Recreate waits for old pods to be gone.
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj interface{}) { dc.deletePod(logger, obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding Pod event handler: %w", err)
+	}
+	if err := controller.AddPodControllerIndexer(podInformer.Informer()); err != nil {
+		return nil, fmt.Errorf("adding Pod controller UID indexer: %w", err)
+	}
+	dc.podIndexer = podInformer.Informer().GetIndexer()
+	return dc, nil
+}
+
+// Run starts the event sink and workers and blocks until ctx is done.
+func (dc *DeploymentController) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	stop := controller.StartEventSink(dc.eventBroadcaster, dc.client)
+	defer stop()
+	dc.loop.Run(ctx, workers, dc.dListerSynced, dc.rsListerSynced, dc.podListerSynced)
+}
+
+// sync adapts syncHandler to the work loop: a namespace being torn down
+// rejects every create, so retrying is pointless and the key is forgotten.
+func (dc *DeploymentController) sync(ctx context.Context, key string) error {
+	err := dc.syncHandler(ctx, key)
+	if err != nil && apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
+		klog.FromContext(ctx).V(2).Info("Namespace is terminating, not retrying", "key", key, "err", err)
+		return nil
+	}
+	return err
+}
+
+func (dc *DeploymentController) addDeployment(logger klog.Logger, obj interface{}) {
+	d := obj.(*apps.Deployment)
+	logger.V(4).Info("Adding deployment", "deployment", klog.KObj(d))
+	dc.enqueue(d)
+}
+
+func (dc *DeploymentController) updateDeployment(logger klog.Logger, old, cur interface{}) {
+	logger.V(4).Info("Updating deployment", "deployment", klog.KObj(old.(*apps.Deployment)))
+	dc.enqueue(cur.(*apps.Deployment))
+}
+
+func (dc *DeploymentController) deleteDeployment(logger klog.Logger, obj interface{}) {
+	d, ok := obj.(*apps.Deployment)
+	if !ok {
+		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			utilruntime.HandleError(fmt.Errorf("couldn't get object from tombstone %#v", obj))
+			return
+		}
+		if d, ok = tombstone.Obj.(*apps.Deployment); !ok {
+			utilruntime.HandleError(fmt.Errorf("tombstone contained object that is not a Deployment %#v", obj))
+			return
+		}
+	}
+	logger.V(4).Info("Deleting deployment", "deployment", klog.KObj(d))
+	dc.enqueue(d)
+}
+
+// addReplicaSet wakes the owner of a new ReplicaSet, or every Deployment that
+// could adopt it if it is an orphan.
+func (dc *DeploymentController) addReplicaSet(logger klog.Logger, obj interface{}) {
+	rs := obj.(*apps.ReplicaSet)
+	if rs.DeletionTimestamp != nil {
+		// Seen for the first time already being deleted (e.g. after a restart).
+		dc.deleteReplicaSet(logger, rs)
+		return
+	}
+	if ref := metav1.GetControllerOf(rs); ref != nil {
+		if d := dc.resolveControllerRef(rs.Namespace, ref); d != nil {
+			logger.V(4).Info("ReplicaSet added", "replicaSet", klog.KObj(rs))
+			dc.enqueue(d)
+		}
+		return
+	}
+	ds := dc.getDeploymentsForReplicaSet(logger, rs)
+	if len(ds) == 0 {
+		return
+	}
+	logger.V(4).Info("Orphan ReplicaSet added", "replicaSet", klog.KObj(rs))
+	for _, d := range ds {
+		dc.enqueue(d)
+	}
+}
+
+func (dc *DeploymentController) getDeploymentsForReplicaSet(logger klog.Logger, rs *apps.ReplicaSet) []*apps.Deployment {
+	ds, err := util.GetDeploymentsForReplicaSet(dc.dLister, rs)
+	if err != nil || len(ds) == 0 {
+		return nil
+	}
+	if len(ds) > 1 {
+		// The controllerRef keeps this safe, but overlapping selectors are a user error.
+		logger.V(4).Info("user error! more than one deployment is selecting replica set", "replicaSet", klog.KObj(rs), "labels", rs.Labels, "deployment", klog.KObj(ds[0]))
+	}
+	return ds
+}
+
+// updateReplicaSet wakes the old and new owners when the controllerRef
+// changes, the owner otherwise, and possible adopters of a changed orphan.
+func (dc *DeploymentController) updateReplicaSet(logger klog.Logger, old, cur interface{}) {
+	curRS, oldRS := cur.(*apps.ReplicaSet), old.(*apps.ReplicaSet)
+	if curRS.ResourceVersion == oldRS.ResourceVersion {
+		// Periodic resync: nothing changed.
+		return
+	}
+	curRef, oldRef := metav1.GetControllerOf(curRS), metav1.GetControllerOf(oldRS)
+	refChanged := !reflect.DeepEqual(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if d := dc.resolveControllerRef(oldRS.Namespace, oldRef); d != nil {
+			dc.enqueue(d)
+		}
+	}
+	if curRef != nil {
+		if d := dc.resolveControllerRef(curRS.Namespace, curRef); d != nil {
+			logger.V(4).Info("ReplicaSet updated", "replicaSet", klog.KObj(curRS))
+			dc.enqueue(d)
+		}
+		return
+	}
+	if refChanged || !reflect.DeepEqual(curRS.Labels, oldRS.Labels) {
+		ds := dc.getDeploymentsForReplicaSet(logger, curRS)
+		if len(ds) == 0 {
+			return
+		}
+		logger.V(4).Info("Orphan ReplicaSet updated", "replicaSet", klog.KObj(curRS))
+		for _, d := range ds {
+			dc.enqueue(d)
+		}
+	}
+}
+
+// deleteReplicaSet wakes the owner of a deleted ReplicaSet; orphans matter to no one.
+func (dc *DeploymentController) deleteReplicaSet(logger klog.Logger, obj interface{}) {
+	rs, ok := obj.(*apps.ReplicaSet)
+	if !ok {
+		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			utilruntime.HandleError(fmt.Errorf("couldn't get object from tombstone %#v", obj))
+			return
+		}
+		if rs, ok = tombstone.Obj.(*apps.ReplicaSet); !ok {
+			utilruntime.HandleError(fmt.Errorf("tombstone contained object that is not a ReplicaSet %#v", obj))
+			return
+		}
+	}
+	ref := metav1.GetControllerOf(rs)
+	if ref == nil {
+		return
+	}
+	if d := dc.resolveControllerRef(rs.Namespace, ref); d != nil {
+		logger.V(4).Info("ReplicaSet deleted", "replicaSet", klog.KObj(rs))
+		dc.enqueue(d)
+	}
+}
+
+// deletePod wakes a Recreate Deployment, which waits for its old pods to go.
+func (dc *DeploymentController) deletePod(logger klog.Logger, obj interface{}) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			utilruntime.HandleError(fmt.Errorf("couldn't get object from tombstone %#v", obj))
+			return
+		}
+		if pod, ok = tombstone.Obj.(*v1.Pod); !ok {
+			utilruntime.HandleError(fmt.Errorf("tombstone contained object that is not a pod %#v", obj))
+			return
+		}
+	}
+	d := dc.getDeploymentForPod(logger, pod)
+	if d == nil {
+		return
+	}
+	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod))
+	if d.Spec.Strategy.Type == apps.RecreateDeploymentStrategyType {
+		dc.enqueue(d)
+	}
+}
+
+// getDeploymentForPod follows pod -> ReplicaSet -> Deployment controllerRefs.
+func (dc *DeploymentController) getDeploymentForPod(logger klog.Logger, pod *v1.Pod) *apps.Deployment {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "ReplicaSet" {
+		return nil
+	}
+	rs, err := dc.rsLister.ReplicaSets(pod.Namespace).Get(ref.Name)
+	if err != nil || rs.UID != ref.UID {
+		logger.V(4).Info("Cannot get replicaset for pod", "ownerReference", ref.Name, "pod", klog.KObj(pod), "err", err)
+		return nil
+	}
+	if ref = metav1.GetControllerOf(rs); ref == nil {
+		return nil
+	}
+	return dc.resolveControllerRef(rs.Namespace, ref)
+}
+
+// resolveControllerRef returns the Deployment ref points to, checking the UID
+// so a recreated namesake is not mistaken for the owner.
+func (dc *DeploymentController) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.Deployment {
+	if ref.Kind != controllerKind.Kind {
+		return nil
+	}
+	d, err := dc.dLister.Deployments(namespace).Get(ref.Name)
+	if err != nil || d.UID != ref.UID {
+		return nil
+	}
+	return d
+}
+
+func (dc *DeploymentController) enqueue(d *apps.Deployment) {
+	key, err := cache.MetaNamespaceKeyFunc(d)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %v", d, err))
+		return
+	}
+	dc.queue.Add(key)
+}
+
+func (dc *DeploymentController) enqueueRateLimited(d *apps.Deployment) {
+	key, err := cache.MetaNamespaceKeyFunc(d)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %v", d, err))
+		return
+	}
+	dc.queue.AddRateLimited(key)
+}
+
+func (dc *DeploymentController) enqueueAfter(d *apps.Deployment, after time.Duration) {
+	key, err := cache.MetaNamespaceKeyFunc(d)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %v", d, err))
+		return
+	}
+	dc.queue.AddAfter(key, after)
+}
+
+// getReplicaSetsForDeployment returns the ReplicaSets d owns after adopting
+// matching orphans and releasing owned ones that no longer match.
+func (dc *DeploymentController) getReplicaSetsForDeployment(ctx context.Context, d *apps.Deployment) ([]*apps.ReplicaSet, error) {
+	// All of the namespace, so owned ones that stopped matching get released.
+	all, err := dc.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s/%s has invalid label selector: %v", d.Namespace, d.Name, err)
+	}
+	// The cache may not show a deletion yet; adopting for a Deployment on its
+	// way out would orphan what the garbage collector is about to reap.
+	canAdopt := controller.RecheckDeletionTimestamp(func(ctx context.Context) (metav1.Object, error) {
+		fresh, err := dc.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if fresh.UID != d.UID {
+			return nil, fmt.Errorf("original Deployment %v/%v is gone: got uid %v, wanted %v", d.Namespace, d.Name, fresh.UID, d.UID)
+		}
+		return fresh, nil
+	})
+	cm := controller.NewReplicaSetControllerRefManager(dc.rsControl, d, selector, controllerKind, canAdopt)
+	return cm.ClaimReplicaSets(ctx, all)
+}
+
+// getPodMapForDeployment groups the pods of rsList by ReplicaSet UID. The
+// pods are cache objects: read only.
+func (dc *DeploymentController) getPodMapForDeployment(rsList []*apps.ReplicaSet) (map[types.UID][]*v1.Pod, error) {
+	podMap := make(map[types.UID][]*v1.Pod, len(rsList))
+	for _, rs := range rsList {
+		pods, err := controller.FilterPodsByOwner(dc.podIndexer, rs, "ReplicaSet", false)
+		if err != nil {
+			return nil, err
+		}
+		podMap[rs.UID] = pods
+	}
+	return podMap, nil
+}

@@ -1,0 +1,241 @@
+package controller
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+const (
+	// PodDeletionCostAnnotation lets users hint which pods of a ReplicaSet to
+	// delete first on scale-down (lower cost goes first).
+	PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+
+	// PodControllerIndex names the pod informer index from
+	// AddPodControllerIndexer (same name as upstream, so sharing the pod
+	// informer with other controllers adds it once).
+	PodControllerIndex = "podController"
+)
+
+// KeyFunc is the key controllers queue objects under: namespace/name, and
+// it also accepts the tombstones informers deliver for missed deletes.
+var KeyFunc = cache.DeletionHandlingMetaNamespaceKeyFunc
+
+// PodKey returns namespace/name of a pod (the key expectations track).
+func PodKey(pod *v1.Pod) string {
+	return pod.Namespace + "/" + pod.Name
+}
+
+// podReadyCondition returns the pod's Ready condition or nil.
+func podReadyCondition(pod *v1.Pod) *v1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == v1.PodReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// IsPodReady reports whether the pod's Ready condition is True.
+func IsPodReady(pod *v1.Pod) bool {
+	c := podReadyCondition(pod)
+	return c != nil && c.Status == v1.ConditionTrue
+}
+
+// IsPodAvailable reports whether the pod has been ready for at least
+// minReadySeconds at now (a pod ready with a zero transition time is only
+// available when minReadySeconds is 0).
+func IsPodAvailable(pod *v1.Pod, minReadySeconds int32, now metav1.Time) bool {
+	if !IsPodReady(pod) {
+		return false
+	}
+	if minReadySeconds == 0 {
+		return true
+	}
+	c := podReadyCondition(pod)
+	if c.LastTransitionTime.IsZero() {
+		return false
+	}
+	availableAt := c.LastTransitionTime.Add(time.Duration(minReadySeconds) * time.Second)
+	return !availableAt.After(now.Time)
+}
+
+// IsPodTerminal reports whether the pod reached Succeeded or Failed.
+func IsPodTerminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// IsPodActive reports whether the pod counts as a replica: not finished and
+// not being deleted.
+func IsPodActive(pod *v1.Pod) bool {
+	return !IsPodTerminal(pod) && pod.DeletionTimestamp == nil
+}
+
+// IsPodTerminating reports whether the pod is being deleted but has not
+// finished yet.
+func IsPodTerminating(pod *v1.Pod) bool {
+	return !IsPodTerminal(pod) && pod.DeletionTimestamp != nil
+}
+
+func filterPods(pods []*v1.Pod, keep func(*v1.Pod) bool) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range pods {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FilterActivePods returns the pods for which IsPodActive holds.
+func FilterActivePods(pods []*v1.Pod) []*v1.Pod {
+	return filterPods(pods, IsPodActive)
+}
+
+// FilterTerminatingPods returns the pods for which IsPodTerminating holds.
+func FilterTerminatingPods(pods []*v1.Pod) []*v1.Pod {
+	return filterPods(pods, IsPodTerminating)
+}
+
+// CountTerminatingPods counts the pods for which IsPodTerminating holds.
+func CountTerminatingPods(pods []*v1.Pod) int32 {
+	n := int32(0)
+	for _, p := range pods {
+		if IsPodTerminating(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// FilterClaimedPods returns the pods controlled by owner whose labels match
+// selector (orphans and pods of other controllers are dropped).
+func FilterClaimedPods(owner metav1.Object, selector labels.Selector, pods []*v1.Pod) []*v1.Pod {
+	return filterPods(pods, func(p *v1.Pod) bool {
+		return metav1.IsControlledBy(p, owner) && selector.Matches(labels.Set(p.Labels))
+	})
+}
+
+// GetDeletionCostFromPodAnnotations parses the pod-deletion-cost annotation.
+// A missing annotation is 0; so is an invalid one (with an error). Like the
+// API validation, "+1" and leading zeros are rejected.
+func GetDeletionCostFromPodAnnotations(annotations map[string]string) (int32, error) {
+	value, ok := annotations[PodDeletionCostAnnotation]
+	if !ok {
+		return 0, nil
+	}
+	if value == "" || !(value[0] == '-' || value == "0" || (value[0] >= '1' && value[0] <= '9')) {
+		return 0, fmt.Errorf("invalid value %q", value)
+	}
+	i, err := strconv.ParseInt(value, 10, 32)
+	if err != nil {
+		return 0, err
+	}
+	return int32(i), nil
+}
+
+// PodControllerIndexKey is the PodControllerIndex key of pods controlled by
+// ref, or of the namespace's orphans when ref is nil.
+func PodControllerIndexKey(namespace string, ref *metav1.OwnerReference) string {
+	if ref == nil {
+		return namespace
+	}
+	return namespace + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)
+}
+
+// AddPodControllerIndexer indexes pods by controller (or as orphans) so a
+// controller can list its pods without scanning the namespace. It is a no-op
+// if another controller sharing the informer already added it.
+func AddPodControllerIndexer(podInformer cache.SharedIndexInformer) error {
+	if _, ok := podInformer.GetIndexer().GetIndexers()[PodControllerIndex]; ok {
+		return nil
+	}
+	return podInformer.AddIndexers(cache.Indexers{
+		PodControllerIndex: func(obj interface{}) ([]string, error) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				return nil, nil
+			}
+			return []string{PodControllerIndexKey(pod.Namespace, metav1.GetControllerOfNoCopy(pod))}, nil
+		},
+	})
+}
+
+// FilterPodsByOwner lists, through the PodControllerIndex, the pods that
+// owner (of kind ownerKind) controls, plus the namespace's orphans when
+// includeOrphans is set (candidates for adoption).
+func FilterPodsByOwner(podIndexer cache.Indexer, owner metav1.Object, ownerKind string, includeOrphans bool) ([]*v1.Pod, error) {
+	switch {
+	case owner.GetNamespace() == "":
+		return nil, fmt.Errorf("no owner namespace provided")
+	case owner.GetName() == "":
+		return nil, fmt.Errorf("no owner name provided")
+	case owner.GetUID() == "":
+		return nil, fmt.Errorf("no owner uid provided")
+	case ownerKind == "":
+		return nil, fmt.Errorf("no owner kind provided")
+	}
+	keys := []string{PodControllerIndexKey(owner.GetNamespace(), &metav1.OwnerReference{Kind: ownerKind, Name: owner.GetName(), UID: owner.GetUID()})}
+	if includeOrphans {
+		keys = append(keys, PodControllerIndexKey(owner.GetNamespace(), nil))
+	}
+	var pods []*v1.Pod
+	for _, k := range keys {
+		objs, err := podIndexer.ByIndex(PodControllerIndex, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if p, ok := o.(*v1.Pod); ok {
+				pods = append(pods, p)
+			}
+		}
+	}
+	return pods, nil
+}
+
+// nextAvailableIn returns how long until a ready pod becomes available, or
+// nil if it is not ready, has no transition time, or already is available.
+func nextAvailableIn(pod *v1.Pod, minReadySeconds int32, now time.Time) *time.Duration {
+	if minReadySeconds <= 0 || !IsPodReady(pod) {
+		return nil
+	}
+	c := podReadyCondition(pod)
+	if c.LastTransitionTime.IsZero() {
+		return nil
+	}
+	d := c.LastTransitionTime.Add(time.Duration(minReadySeconds) * time.Second).Sub(now)
+	if d <= 0 {
+		return nil
+	}
+	return &d
+}
+
+// FindMinNextPodAvailabilityCheck returns when the owner should be synced
+// again so a pod that is ready but not yet available gets counted, or nil if
+// no pod will become available. evaluatedAt must be the time used to compute
+// the status (so no pod slips between the two); the result is then refined
+// against c.Now(), and is 0 if that moment has already passed.
+func FindMinNextPodAvailabilityCheck(pods []*v1.Pod, minReadySeconds int32, evaluatedAt time.Time, c clock.PassiveClock) *time.Duration {
+	var soonest *time.Duration
+	var soonestPod *v1.Pod
+	for _, p := range pods {
+		if d := nextAvailableIn(p, minReadySeconds, evaluatedAt); d != nil && (soonest == nil || *d < *soonest) {
+			soonest, soonestPod = d, p
+		}
+	}
+	if soonestPod == nil {
+		return nil
+	}
+	if d := nextAvailableIn(soonestPod, minReadySeconds, c.Now()); d != nil {
+		return d
+	}
+	zero := time.Duration(0)
+	return &zero
+}

@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func TestPodStates(t *testing.T) {
+	now := metav1.Now()
+	active := rankPod("a", inPhase(v1.PodRunning))
+	done := rankPod("b", inPhase(v1.PodSucceeded))
+	failed := rankPod("c", inPhase(v1.PodFailed))
+	terminating := rankPod("d", inPhase(v1.PodRunning))
+	terminating.DeletionTimestamp = &now
+	finishedDeleting := rankPod("e", inPhase(v1.PodFailed))
+	finishedDeleting.DeletionTimestamp = &now
+	all := []*v1.Pod{active, done, failed, terminating, finishedDeleting}
+
+	if got := FilterActivePods(all); len(got) != 1 || got[0] != active {
+		t.Fatalf("active = %v", got)
+	}
+	if got := FilterTerminatingPods(all); len(got) != 1 || got[0] != terminating {
+		t.Fatalf("terminating = %v", got)
+	}
+	if CountTerminatingPods(all) != 1 {
+		t.Fatal("count")
+	}
+	if PodKey(active) != "ns/a" {
+		t.Fatal(PodKey(active))
+	}
+}
+
+func TestIsPodAvailable(t *testing.T) {
+	now := time.Now()
+	p := rankPod("a", readyAt(now.Add(-10*time.Second)))
+	if !IsPodAvailable(p, 0, metav1.NewTime(now)) || !IsPodAvailable(p, 10, metav1.NewTime(now)) || IsPodAvailable(p, 11, metav1.NewTime(now)) {
+		t.Fatal("availability by minReadySeconds")
+	}
+	if IsPodAvailable(rankPod("b"), 0, metav1.NewTime(now)) {
+		t.Fatal("unready pod is never available")
+	}
+}
+
+func TestFindMinNextPodAvailabilityCheck(t *testing.T) {
+	now := time.Now()
+	clk := testingclock.NewFakePassiveClock(now)
+	pods := []*v1.Pod{
+		rankPod("a", readyAt(now.Add(-2*time.Second))),
+		rankPod("b", readyAt(now.Add(-8*time.Second))),
+		rankPod("c", readyAt(now.Add(-20*time.Second))), // already available
+		rankPod("d"),
+	}
+	got := FindMinNextPodAvailabilityCheck(pods, 10, now, clk)
+	if got == nil || *got != 2*time.Second {
+		t.Fatalf("got %v, want 2s", got)
+	}
+	// The clock moved past the check since the status was computed: check now.
+	clk.SetTime(now.Add(3 * time.Second))
+	if got := FindMinNextPodAvailabilityCheck(pods, 10, now, clk); got == nil || *got != 0 {
+		t.Fatalf("got %v, want 0", got)
+	}
+	if got := FindMinNextPodAvailabilityCheck(pods[2:], 10, now, clk); got != nil {
+		t.Fatalf("got %v, want nil", got)
+	}
+}
+
+type fakeInformer struct {
+	cache.SharedIndexInformer
+	indexer cache.Indexer
+}
+
+func (f fakeInformer) GetIndexer() cache.Indexer          { return f.indexer }
+func (f fakeInformer) AddIndexers(i cache.Indexers) error { return f.indexer.AddIndexers(i) }
+
+func TestFilterPodsByOwner(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	inf := fakeInformer{indexer: indexer}
+	if err := AddPodControllerIndexer(inf); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddPodControllerIndexer(inf); err != nil {
+		t.Fatal("second add must be a no-op", err)
+	}
+	rs := testRS("rs", "rs-uid")
+	other := testRS("other", "other-uid")
+	mine := testPod("mine", nil, metav1.NewControllerRef(rs, rsKind))
+	orphan := testPod("orphan", nil, nil)
+	theirs := testPod("theirs", nil, metav1.NewControllerRef(other, rsKind))
+	elsewhere := testPod("elsewhere", nil, nil)
+	elsewhere.Namespace = "other-ns"
+	for _, p := range []*v1.Pod{mine, orphan, theirs, elsewhere} {
+		_ = indexer.Add(p)
+	}
+	got, err := FilterPodsByOwner(indexer, rs, "ReplicaSet", true)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("got %v err %v", got, err)
+	}
+	got, _ = FilterPodsByOwner(indexer, rs, "ReplicaSet", false)
+	if len(got) != 1 || got[0] != mine {
+		t.Fatalf("got %v", got)
+	}
+	if _, err := FilterPodsByOwner(indexer, rs, "", true); err == nil {
+		t.Fatal("kind required")
+	}
+	if got := FilterClaimedPods(rs, labels.Everything(), []*v1.Pod{mine, orphan, theirs}); len(got) != 1 || got[0] != mine {
+		t.Fatalf("claimed %v", got)
+	}
+}
+
+type fakeRV string
+
+func (f *fakeRV) LastStoreSyncResourceVersion() string { return string(*f) }
+
+func TestConsistencyStore(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	read := fakeRV("10")
+	s := NewConsistencyStore(map[schema.GroupResource]LastSyncRVGetter{pods: &read})
+	owner := types.NamespacedName{Namespace: "ns", Name: "rs"}
+
+	if err := s.EnsureReady(owner); err != nil {
+		t.Fatal("nothing written")
+	}
+	s.WroteAt(owner, "u1", pods, "12")
+	s.WroteAt(owner, "u1", pods, "11") // older write doesn't lower the bar
+	err := s.EnsureReady(owner)
+	ce, ok := err.(*ConsistencyError)
+	if !ok || ce.WroteRV != "12" || ce.ReadRV != "10" {
+		t.Fatalf("err = %v", err)
+	}
+	read = "12"
+	if err := s.EnsureReady(owner); err != nil {
+		t.Fatal(err)
+	}
+	read = "5"
+	if err := s.EnsureReady(owner); err != nil {
+		t.Fatal("ready owners are forgotten")
+	}
+	s.WroteAt(owner, "u1", pods, "20")
+	s.Clear(owner, "other-uid")
+	if s.EnsureReady(owner) == nil {
+		t.Fatal("clear with another uid must keep the record")
+	}
+	s.Clear(owner, "")
+	if s.EnsureReady(owner) != nil {
+		t.Fatal("cleared")
+	}
+	// Unparsable versions never block.
+	s.WroteAt(owner, "u1", pods, "abc")
+	if s.EnsureReady(owner) != nil {
+		t.Fatal("bad rv blocked")
+	}
+}

@@ -1,0 +1,167 @@
+package replicaset
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+)
+
+// ReplicaFailure is the condition type set while creating or deleting pods
+// fails (same string for ReplicaSets and ReplicationControllers).
+const ReplicaFailure = "ReplicaFailure"
+
+// calculateStatus derives the status from the owner's active pods (before
+// this sync's creations and deletions) and the outcome of managing them.
+func (c *BaseController) calculateStatus(owner *Owner, activePods, terminatingPods []*v1.Pod, manageErr error, now time.Time) Status {
+	st := owner.Status
+	st.Conditions = append([]Condition(nil), owner.Status.Conditions...)
+
+	// Pods may carry more labels than the template, never fewer, to count
+	// as fully labeled.
+	template := labels.Set(owner.Template.Labels).AsSelectorPreValidated()
+	var fullyLabeled, ready, available int32
+	for _, p := range activePods {
+		if template.Matches(labels.Set(p.Labels)) {
+			fullyLabeled++
+		}
+		if controller.IsPodReady(p) {
+			ready++
+			if controller.IsPodAvailable(p, owner.MinReadySeconds, metav1.NewTime(now)) {
+				available++
+			}
+		}
+	}
+
+	failure := getCondition(st.Conditions, ReplicaFailure)
+	switch {
+	case manageErr != nil && failure == nil:
+		reason := ""
+		if diff := len(activePods) - int(owner.Replicas); diff < 0 {
+			reason = controller.FailedCreatePodReason
+		} else if diff > 0 {
+			reason = controller.FailedDeletePodReason
+		}
+		st.Conditions = setCondition(st.Conditions, Condition{
+			Type:               ReplicaFailure,
+			Status:             v1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(now),
+			Reason:             reason,
+			Message:            manageErr.Error(),
+		})
+	case manageErr == nil && failure != nil:
+		st.Conditions = removeCondition(st.Conditions, ReplicaFailure)
+	}
+
+	st.Replicas = int32(len(activePods))
+	st.FullyLabeledReplicas = fullyLabeled
+	st.ReadyReplicas = ready
+	st.AvailableReplicas = available
+	st.TerminatingReplicas = nil
+	if c.opts.TerminatingReplicas {
+		st.TerminatingReplicas = ptr.To(int32(len(terminatingPods)))
+	}
+	return st
+}
+
+// updateStatus writes newStatus unless the owner already has it and has
+// observed its current generation. A failed write is retried once against a
+// fresh read; then the error goes back to the queue (with backoff).
+func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStatus Status) (*Owner, error) {
+	gen := owner.Object.GetGeneration()
+	if gen == owner.Status.ObservedGeneration && statusCountsEqual(owner.Status, newStatus) {
+		return owner, nil
+	}
+	// Record the generation this status was computed from, even if the
+	// retry below reads a newer one.
+	newStatus.ObservedGeneration = gen
+
+	logger := klog.FromContext(ctx)
+	for attempt := 0; ; attempt++ {
+		logger.V(4).Info(fmt.Sprintf("Updating status for %v: %s/%s, ", c.gvk.Kind, owner.Object.GetNamespace(), owner.Object.GetName()) +
+			fmt.Sprintf("replicas %d->%d (need %d), ", owner.Status.Replicas, newStatus.Replicas, owner.Replicas) +
+			fmt.Sprintf("fullyLabeledReplicas %d->%d, ", owner.Status.FullyLabeledReplicas, newStatus.FullyLabeledReplicas) +
+			fmt.Sprintf("readyReplicas %d->%d, ", owner.Status.ReadyReplicas, newStatus.ReadyReplicas) +
+			fmt.Sprintf("availableReplicas %d->%d, ", owner.Status.AvailableReplicas, newStatus.AvailableReplicas) +
+			terminatingChange(c.opts.TerminatingReplicas, owner.Status, newStatus) +
+			fmt.Sprintf("sequence No: %v->%v", owner.Status.ObservedGeneration, newStatus.ObservedGeneration))
+		updated, err := c.adapter.UpdateStatus(ctx, owner, newStatus)
+		if err == nil {
+			return updated, nil
+		}
+		if attempt >= statusUpdateRetries {
+			return nil, err
+		}
+		fresh, getErr := c.adapter.GetLive(ctx, owner.Object.GetNamespace(), owner.Object.GetName())
+		if getErr != nil {
+			// Without a fresh object the computed status can't be trusted.
+			return nil, getErr
+		}
+		if fresh.Status.ObservedGeneration == newStatus.ObservedGeneration && statusCountsEqual(fresh.Status, newStatus) {
+			// Someone (an earlier attempt) already wrote it.
+			return fresh, nil
+		}
+		owner = fresh
+	}
+}
+
+func terminatingChange(enabled bool, old, cur Status) string {
+	if !enabled {
+		return ""
+	}
+	return fmt.Sprintf("terminatingReplicas %s->%s, ", int32PtrString(old.TerminatingReplicas), int32PtrString(cur.TerminatingReplicas))
+}
+
+func int32PtrString(p *int32) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}
+
+// statusCountsEqual compares everything but observedGeneration.
+func statusCountsEqual(a, b Status) bool {
+	return a.Replicas == b.Replicas &&
+		a.FullyLabeledReplicas == b.FullyLabeledReplicas &&
+		a.ReadyReplicas == b.ReadyReplicas &&
+		a.AvailableReplicas == b.AvailableReplicas &&
+		ptr.Equal(a.TerminatingReplicas, b.TerminatingReplicas) &&
+		reflect.DeepEqual(a.Conditions, b.Conditions)
+}
+
+func getCondition(conds []Condition, t string) *Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// setCondition replaces the condition of cond's type, keeping the existing
+// one (and its transition time) when status and reason are unchanged.
+func setCondition(conds []Condition, cond Condition) []Condition {
+	if cur := getCondition(conds, cond.Type); cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason {
+		return conds
+	}
+	return append(removeCondition(conds, cond.Type), cond)
+}
+
+// removeCondition returns conds without conditions of type t (nil if none remain).
+func removeCondition(conds []Condition, t string) []Condition {
+	var out []Condition
+	for _, c := range conds {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad input exits 1 with a clear message and never a stack trace.
+func TestBadInputExitsOne(t *testing.T) {
+	garbage := filepath.Join(t.TempDir(), "garbage.kubeconfig")
+	if err := os.WriteFile(garbage, []byte("this: [is not a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{"positional argument", []string{"extra"}, "does not take any arguments"},
+		{"unknown controller", []string{"--kubeconfig=" + garbage, "--controllers=*,no-such-controller"}, "no-such-controller"},
+		{"missing kubeconfig", []string{"--kubeconfig=/does/not/exist"}, "/does/not/exist"},
+		{"broken kubeconfig", []string{"--kubeconfig=" + garbage}, "garbage.kubeconfig"},
+		{"renew deadline not below lease duration", []string{"--leader-elect-renew-deadline=20s", "--leader-elect-lease-duration=15s"}, "renew"},
+		{"negative concurrency", []string{"--concurrent-deployment-syncs=-1"}, "concurrent-deployment-syncs"},
+		{"unknown feature gate", []string{"--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
+		{"bad duration", []string{"--min-resync-period=soon"}, "min-resync-period"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runKCM(t, tc.args...)
+			if code != 1 {
+				t.Fatalf("exit code %d, want 1; output:\n%s", code, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("output does not mention %q:\n%s", tc.want, out)
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic") {
+				t.Fatalf("output has a stack trace:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out := runKCM(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "Kubernetes v") {
+		t.Fatalf("--version: exit %d, output %q", code, out)
+	}
+}
+
+func TestHelpHasUpstreamSections(t *testing.T) {
+	code, out := runKCM(t, "--help")
+	if code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	for _, section := range []string{"Generic flags:", "Secure serving flags:", "Authentication flags:", "Authorization flags:",
+		"Deployment-controller flags:", "Replicaset-controller flags:", "Leader-migration flags:", "Logs flags:", "Misc flags:", "Global flags:"} {
+		if !strings.Contains(out, section) {
+			t.Errorf("--help lacks section %q", section)
+		}
+	}
+}
