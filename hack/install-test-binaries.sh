@@ -3,7 +3,7 @@
 # Idempotent: a binary is rebuilt only when its tool module's go.mod/go.sum change.
 #
 #   hack/install-test-binaries.sh [etcd] [kube-apiserver] [kube-scheduler] [kubectl]
-#                                 [kube-controller-manager-upstream] [kwok] [all]
+#                                 [kube-controller-manager-upstream] [kwok] [e2e.test] [all]
 # Without arguments it builds what `make test` needs: etcd and kube-apiserver.
 set -euo pipefail
 
@@ -45,6 +45,23 @@ kwok_stages() {
   done
 }
 
+# e2e.test: upstream v1.37.2's e2e suite (apps, apimachinery, network specs),
+# compiled from the test/conformance module with go test -c, cached by a stamp
+# of that module's go.mod, go.sum and Go files. Used by hack/conformance.sh.
+build_e2e_test() {
+  local dir="${ROOT}/test/conformance" stamp="${BIN}/.e2e.test.stamp" want
+  want=$(cat "${dir}/go.mod" "${dir}/go.sum" "${dir}"/*.go | sha256sum | cut -d' ' -f1)
+  if [[ -x "${BIN}/e2e.test" && -f "${stamp}" && "$(cat "${stamp}")" == "${want}" ]]; then
+    return 0
+  fi
+  log "building e2e.test from ${dir} (first time takes 10-20 minutes; cached afterwards)"
+  local start=${SECONDS}
+  (cd "${dir}" && CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "${BIN}/e2e.test.tmp" .)
+  mv "${BIN}/e2e.test.tmp" "${BIN}/e2e.test"
+  echo "${want}" > "${stamp}"
+  log "built e2e.test in $((SECONDS - start))s"
+}
+
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver)
 for w in "${want[@]}"; do
@@ -55,6 +72,7 @@ for w in "${want[@]}"; do
     kubectl) build kubectl kube k8s.io/kubernetes/cmd/kubectl ;;
     kube-controller-manager-upstream) build kube-controller-manager-upstream kube k8s.io/kubernetes/cmd/kube-controller-manager ;;
     kwok) build kwok kwok sigs.k8s.io/kwok/cmd/kwok; kwok_stages ;;
+    e2e.test) build_e2e_test ;;
     all) "$0" etcd kube-apiserver kube-scheduler kubectl kwok ;;
     *) log "unknown binary ${w}"; exit 2 ;;
   esac

@@ -4,7 +4,9 @@
 # modules, plus our kube-controller-manager. Ctrl-C stops everything.
 #
 # Environment: KCM_LOCAL_NODES (3), KCM_LOCAL_APISERVER_PORT (6443),
-# KCM_LOCAL_KCM_FLAGS (extra flags for our binary), KCM_LOCAL_DIR (_output/local).
+# KCM_LOCAL_KCM_FLAGS (extra flags for our binary), KCM_LOCAL_DIR (_output/local),
+# KCM_LOCAL_KCM_BINARY (the controller manager to run; default our
+# _output/bin/kube-controller-manager, e.g. _output/bin/kube-controller-manager-upstream).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,6 +15,7 @@ DIR="${KCM_LOCAL_DIR:-${ROOT}/_output/local}"
 NODES="${KCM_LOCAL_NODES:-3}"
 API_PORT="${KCM_LOCAL_APISERVER_PORT:-6443}"
 KCM_PORT="${KCM_LOCAL_KCM_PORT:-10257}"
+KCM_BINARY="${KCM_LOCAL_KCM_BINARY:-${BIN}/kube-controller-manager}"
 log() { echo "+++ [local-up] $*" >&2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok
@@ -38,7 +41,8 @@ cleanup() {
   done
   log "stopped; logs kept in ${DIR}/logs"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap "cleanup; exit 0" INT TERM
 
 start() { # name, binary, args...
   local name=$1; shift
@@ -127,7 +131,7 @@ NODE
 done
 
 # shellcheck disable=SC2086
-start kube-controller-manager "${BIN}/kube-controller-manager" --kubeconfig="${KUBECONFIG_FILE}" \
+start kube-controller-manager "${KCM_BINARY}" --kubeconfig="${KUBECONFIG_FILE}" \
   --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
   --bind-address=127.0.0.1 --secure-port="${KCM_PORT}" --cert-dir="${DIR}/kcm-certs" \
   --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/apiserver.crt" \

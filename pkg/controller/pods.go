@@ -130,7 +130,8 @@ func GetDeletionCostFromPodAnnotations(annotations map[string]string) (int32, er
 	if !ok {
 		return 0, nil
 	}
-	if value == "" || !(value[0] == '-' || value == "0" || (value[0] >= '1' && value[0] <= '9')) {
+	// Only canonical integers: no leading '+' or zeros, as upstream accepts.
+	if value == "" || (value[0] != '-' && value != "0" && (value[0] < '1' || value[0] > '9')) {
 		return 0, fmt.Errorf("invalid value %q", value)
 	}
 	i, err := strconv.ParseInt(value, 10, 32)

@@ -475,7 +475,7 @@ var kubeFeatureDependencies = map[featuregate.Feature][]featuregate.Feature{
 	WindowsGracefulNodeShutdown:                         {GracefulNodeShutdown},
 	WorkloadWithJob:                                     {GenericWorkload},
 	genericfeatures.DeclarativeValidationBeta:           {genericfeatures.DeclarativeValidation},
-	genericfeatures.DeclarativeValidationTakeover:       {genericfeatures.DeclarativeValidation},
+	genericfeatures.DeclarativeValidationTakeover:       {genericfeatures.DeclarativeValidation}, //nolint:staticcheck // upstream still registers the deprecated gate
 	genericfeatures.StorageVersionAPI:                   {genericfeatures.APIServerIdentity},
 	genericfeatures.UnknownVersionInteroperabilityProxy: {genericfeatures.APIServerIdentity},
 }

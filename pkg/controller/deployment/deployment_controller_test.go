@@ -3,7 +3,6 @@ package deployment
 import (
 	"strings"
 	"testing"
-	"time"
 
 	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -287,11 +286,6 @@ func TestDeletedDeploymentIsNoop(t *testing.T) {
 	if acts, err := f.sync(newDeployment(1)); err != nil || len(acts) != 0 {
 		t.Fatalf("got %s, %v", describe(acts), err)
 	}
-}
-
-func rsAt(rs *apps.ReplicaSet, created time.Time) *apps.ReplicaSet {
-	rs.CreationTimestamp = metav1.NewTime(created)
-	return rs
 }
 
 func TestReplicaSetOwnerChangeWakesBoth(t *testing.T) {

@@ -287,7 +287,7 @@ func (p *syncPass) createNewReplicaSet(ctx context.Context, oldRSs []*apps.Repli
 			return nil, rsErr
 		}
 		if ref := metav1.GetControllerOf(rs); ref != nil && ref.UID == d.UID && util.EqualIgnoreHash(&d.Spec.Template, &rs.Spec.Template) {
-			created, err = rs, nil
+			created = rs
 			break
 		}
 		// A different template owns the name: bump collisionCount so the
@@ -502,9 +502,7 @@ func (p *syncPass) calculateStatus(allRSs []*apps.ReplicaSet, newRS *apps.Replic
 		status.TerminatingReplicas = util.GetTerminatingReplicaCountForReplicaSets(allRSs)
 	}
 	// Copy, so d.Status stays what the server has.
-	for _, c := range d.Status.Conditions {
-		status.Conditions = append(status.Conditions, c)
-	}
+	status.Conditions = append(status.Conditions, d.Status.Conditions...)
 	if available >= *d.Spec.Replicas-util.MaxUnavailable(*d) {
 		util.SetDeploymentCondition(&status, *util.NewDeploymentCondition(p.now(), apps.DeploymentAvailable, v1.ConditionTrue, util.MinimumReplicasAvailable, "Deployment has minimum availability."))
 	} else {

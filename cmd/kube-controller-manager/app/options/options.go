@@ -96,6 +96,9 @@ type KubeControllerManagerOptions struct {
 	// applies --emulated-version, --min-compatibility-version and
 	// --feature-gates, and fails on unknown gates or bad values.
 	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
+
+	// flagSets are the flags Flags() bound, for checks across all of them.
+	flagSets *cliflag.NamedFlagSets
 }
 
 // NewKubeControllerManagerOptions returns options holding upstream's defaults.
@@ -167,6 +170,7 @@ func NewDefaultComponentConfig() kcmconfig.KubeControllerManagerConfiguration {
 // per options instance: it binds the flags to the instance's fields.
 func (s *KubeControllerManagerOptions) Flags(allControllers []string, disabledByDefaultControllers []string, controllerAliases map[string]string) cliflag.NamedFlagSets {
 	fss := cliflag.NamedFlagSets{}
+	s.flagSets = &fss
 	s.Generic.AddFlags(&fss, allControllers, disabledByDefaultControllers, controllerAliases)
 	s.KubeCloudShared.AddFlags(fss.FlagSet("generic"))
 	s.SecureServing.AddFlags(fss.FlagSet("secure serving"))
@@ -265,6 +269,7 @@ func (s *KubeControllerManagerOptions) Validate(allControllers []string, disable
 	errs = append(errs, s.Authorization.Validate()...)
 	errs = append(errs, s.Metrics.Validate()...)
 	errs = append(errs, logsapi.Validate(s.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
+	errs = append(errs, negativeWorkerCounts(s.flagSets)...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -346,7 +351,10 @@ func (s KubeControllerManagerOptions) Config(ctx context.Context, allControllers
 	// With neither --master nor --kubeconfig this is the in-cluster config.
 	kubeconfig, err := clientcmd.BuildConfigFromFlags(s.Master, s.Generic.ClientConnection.Kubeconfig)
 	if err != nil {
-		return nil, err
+		if s.Master == "" && s.Generic.ClientConnection.Kubeconfig == "" {
+			return nil, fmt.Errorf("no --kubeconfig or --master given and not running in a cluster: %w", err)
+		}
+		return nil, fmt.Errorf("unable to load --kubeconfig %q: %w", s.Generic.ClientConnection.Kubeconfig, err)
 	}
 	kubeconfig.DisableCompression = true
 	kubeconfig.AcceptContentTypes = s.Generic.ClientConnection.AcceptContentTypes

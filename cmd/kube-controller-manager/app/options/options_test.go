@@ -57,7 +57,11 @@ func TestValidate(t *testing.T) {
 		want string // substring of the error; empty means valid
 	}{
 		// Accepted as upstream accepts them.
-		{[]string{"--concurrent-deployment-syncs=0", "--concurrent-replicaset-syncs=-1", "--concurrent_rc_syncs=0"}, ""},
+		{[]string{"--concurrent-deployment-syncs=0", "--concurrent-replicaset-syncs=0", "--concurrent_rc_syncs=0"}, ""},
+		// Stricter than upstream: a negative worker count is refused.
+		{[]string{"--concurrent-replicaset-syncs=-1"}, "--concurrent-replicaset-syncs must not be negative, got -1"},
+		{[]string{"--concurrent-deployment-syncs=-3"}, "--concurrent-deployment-syncs must not be negative"},
+		{[]string{"--concurrent-gc-syncs=-1"}, "--concurrent-gc-syncs must not be negative"},
 		{[]string{"--controllers=*,-deployment,bootstrapsigner,-ttl-controller"}, ""},
 		{[]string{"--kube-api-qps=-1"}, ""},
 		{[]string{"--leader-elect=false", "--leader-elect-renew-deadline=1m"}, ""},

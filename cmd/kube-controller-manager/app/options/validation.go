@@ -1,6 +1,13 @@
 package options
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+)
 
 // atLeastOne reports a worker count flag below one.
 func atLeastOne(flag string, v int32) error {
@@ -27,4 +34,25 @@ func collect(errs ...error) []error {
 		}
 	}
 	return out
+}
+
+// negativeWorkerCounts rejects a negative value for any --concurrent-* or
+// --mirroring-concurrent-* flag. Upstream silently runs no workers for some
+// of them; a negative count is always a typo worth failing on.
+func negativeWorkerCounts(fss *cliflag.NamedFlagSets) []error {
+	if fss == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range fss.Order {
+		fss.FlagSets[name].VisitAll(func(f *pflag.Flag) {
+			if !strings.HasPrefix(f.Name, "concurrent") && !strings.HasPrefix(f.Name, "mirroring-concurrent") {
+				return
+			}
+			if v, err := strconv.ParseInt(f.Value.String(), 10, 64); err == nil && v < 0 {
+				errs = append(errs, fmt.Errorf("--%s must not be negative, got %d", f.Name, v))
+			}
+		})
+	}
+	return errs
 }

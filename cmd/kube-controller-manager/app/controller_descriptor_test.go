@@ -1,0 +1,77 @@
+package app
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
+)
+
+// upstreamControllers reads the reference table of upstream's controllers
+// (a copy kept with the options tests).
+func upstreamControllers(t *testing.T) [][]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("options", "testdata", "kcm-v1.37-controllers.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var rows [][]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "name\t") {
+			continue
+		}
+		rows = append(rows, strings.Split(line, "\t"))
+	}
+	return rows
+}
+
+func TestDescriptorsMatchUpstream(t *testing.T) {
+	rows := upstreamControllers(t)
+	descs := NewControllerDescriptors()
+	if len(descs) != len(rows) {
+		t.Errorf("%d descriptors, upstream has %d controllers", len(descs), len(rows))
+	}
+	aliases := ControllerAliases()
+	disabled := sets.New(ControllersDisabledByDefault()...)
+	for _, r := range rows {
+		name, alias, def := r[0], r[1], r[2]
+		d, ok := descs[name]
+		if !ok {
+			t.Errorf("controller %s missing", name)
+			continue
+		}
+		if alias != "" && aliases[alias] != name {
+			t.Errorf("alias %s maps to %q, want %s", alias, aliases[alias], name)
+		}
+		if (def == "off") != disabled.Has(name) {
+			t.Errorf("%s disabled by default = %v, upstream %s", name, disabled.Has(name), def)
+		}
+		gates := ""
+		if len(r) > 3 {
+			gates = r[3]
+		}
+		if got := strings.Join(d.RequiredFeatureGates(), ","); got != gates {
+			t.Errorf("%s feature gates %q, want %q", name, got, gates)
+		}
+	}
+}
+
+func TestImplementedControllers(t *testing.T) {
+	descs := NewControllerDescriptors()
+	for _, name := range []string{names.DeploymentController, names.ReplicaSetController, names.ReplicationControllerController} {
+		if !descs[name].Implemented() {
+			t.Errorf("%s has no init func", name)
+		}
+	}
+	if !descs[names.ServiceAccountTokenController].requiresSpecialHandling {
+		t.Error("the ServiceAccount token controller must start before the others")
+	}
+}
