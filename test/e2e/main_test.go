@@ -67,6 +67,11 @@ func (p *kcmProcess) Output() string {
 // secure port and the given extra flags; it is killed when the test ends.
 func startKCM(t *testing.T, extra ...string) *kcmProcess {
 	t.Helper()
+	return startKCMTB(t, extra...)
+}
+
+func startKCMTB(t testing.TB, extra ...string) *kcmProcess {
+	t.Helper()
 	cp := framework.Shared(t)
 	port, err := framework.FreePort()
 	if err != nil {
