@@ -62,38 +62,40 @@ declare -A FOCUS=(
   [endpointslice]="\[sig-network\] EndpointSlice ${CONF}"
   [endpointslicemirroring]="\[sig-network\] EndpointSliceMirroring ${CONF}"
 )
-declare -A GROUPS=(
+declare -A AREA_GROUPS=(
   [apps]="deployment replicaset replicationcontroller statefulset daemonset controllerrevision job cronjob disruption"
   [network]="endpoints endpointslice endpointslicemirroring"
 )
-GROUPS[all]="${GROUPS[apps]} gc namespaces resourcequota ${GROUPS[network]}"
+AREA_GROUPS[all]="${AREA_GROUPS[apps]} gc namespaces resourcequota ${AREA_GROUPS[network]}"
 
 # ---------------------------------------------------------------- skip list
 # What the bed cannot do, not what our controllers get wrong: kwok runs no
 # containers (no images, no exec, no HTTP from pods, no exit codes but 0, no
 # kubelet admission), and there is no kube-proxy or pod network. Every pattern
-# is a regexp over the spec's full text; the reason is printed in the tables.
+# is a regexp over the spec's full text, then " => " and the reason, which the
+# tables print next to each skipped spec.
 SKIPS=(
-  '\[Slow\]|minutes-long specs (StatefulSet scaling, CronJob suspend/ForbidConcurrent); runs are kept bounded, and the StatefulSet ones also break readiness probes with kubectl exec'
-  '\[Disruptive\]|restarts or breaks cluster components; none among these conformance specs, kept as a guard'
-  '\[Flaky\]|known-flaky upstream'
-  'should serve a basic image on each replica with a public image|HTTP-proxies to every pod through the apiserver; kwok pods run no containers and have fake IPs'
-  'deployment should support proportional scaling|stalls the rollout with image webserver:404; kwok makes every pod Ready whatever its image'
-  'should rollback without unnecessary restarts|stalls the DaemonSet rollout with image foo:non-existent; kwok makes every pod Ready whatever its image'
-  'should perform rolling updates and roll backs of template modifications|breaks a pod readiness probe with kubectl exec; kwok runs no containers'
-  'Should recreate evicted statefulset|needs the kubelet to reject a pod for a hostPort conflict; kwok admits it'
-  'pod failure policy on exit code to fail the job early|needs a container exiting non-zero; kwok pod-complete always exits 0'
-  'should execute all indexes despite some failing when using backoffLimitPerIndex|needs containers exiting non-zero; kwok pod-complete always exits 0'
-  'should terminate job execution when the number of failed indexes exceeds maxFailedIndexes|needs containers exiting non-zero; kwok pod-complete always exits 0'
-  'should mark indexes as failed when the FailIndex action is matched in podFailurePolicy|needs containers exiting non-zero; kwok pod-complete always exits 0'
-  'pod failure policy to ignore failure matching on DisruptionTarget condition|needs Job pods that keep running until evicted; kwok completes every Job pod at once'
-  '\[sig-apps\] Job should delete a job|waits for Job pods to be Running; kwok completes every Job pod at once'
-  '\[sig-apps\] Job should adopt matching orphans and release non-matching pods|waits for Job pods to be Running; kwok completes every Job pod at once'
-  '\[sig-apps\] Job should apply changes to a job status|waits for Job pods to be Running; kwok completes every Job pod at once'
-  'CronJob should schedule multiple jobs concurrently|waits for two Jobs active at once; kwok completes every Job pod at once'
-  'CronJob should replace jobs when ReplaceConcurrent|waits for a Job to stay active; kwok completes every Job pod at once'
-  'DisruptionController should block an eviction until the PDB is updated to allow it|evicts pods and waits for them to go, which relies on a kubelet finishing graceful termination'
-  '\[sig-network\] Services|needs kube-proxy and pod-to-pod traffic (exec pods, curl); there is no pod network'
+  '\[Slow\] => minutes-long specs (StatefulSet scaling, CronJob suspend/ForbidConcurrent); runs are kept bounded, and the StatefulSet ones also break readiness probes with kubectl exec'
+  '\[Disruptive\] => restarts or breaks cluster components; none among these conformance specs, kept as a guard'
+  '\[Flaky\] => known-flaky upstream'
+  'should serve a basic image on each replica with a public image => HTTP-proxies to every pod through the apiserver; kwok pods run no containers and have fake IPs'
+  'deployment should support proportional scaling => stalls the rollout with image webserver:404; kwok makes every pod Ready whatever its image'
+  'should rollback without unnecessary restarts => stalls the DaemonSet rollout with image foo:non-existent; kwok makes every pod Ready whatever its image'
+  'should perform rolling updates and roll backs of template modifications => breaks a pod readiness probe with kubectl exec; kwok runs no containers'
+  'Should recreate evicted statefulset => needs the kubelet to reject a pod for a hostPort conflict; kwok admits it'
+  'pod failure policy on exit code to fail the job early => needs a container exiting non-zero; kwok pod-complete always exits 0'
+  'should execute all indexes despite some failing when using backoffLimitPerIndex => needs containers exiting non-zero; kwok pod-complete always exits 0'
+  'should terminate job execution when the number of failed indexes exceeds maxFailedIndexes => needs containers exiting non-zero; kwok pod-complete always exits 0'
+  'should mark indexes as failed when the FailIndex action is matched in podFailurePolicy => needs containers exiting non-zero; kwok pod-complete always exits 0'
+  'pod failure policy to ignore failure matching on DisruptionTarget condition => needs Job pods that keep running until evicted; kwok completes every Job pod at once'
+  '\[sig-apps\] Job should delete a job => waits for Job pods to be Running; kwok completes every Job pod at once'
+  '\[sig-apps\] Job should adopt matching orphans and release non-matching pods => waits for Job pods to be Running; kwok completes every Job pod at once'
+  '\[sig-apps\] Job should apply changes to a job status => waits for Job pods to be Running; kwok completes every Job pod at once'
+  'CronJob should schedule multiple jobs concurrently => waits for two Jobs active at once; kwok completes every Job pod at once'
+  'CronJob should replace jobs when ReplaceConcurrent => waits for a Job to stay active; kwok completes every Job pod at once'
+  'DisruptionController should block an eviction until the PDB is updated to allow it => evicts pods and waits for them to go, which relies on a kubelet finishing graceful termination'
+  'should support a Service with multiple (ports|endpoint IPs) specified in multiple EndpointSlices => connects to the Service with kubectl exec and curl from a pod; kwok runs no containers and there is no kube-proxy'
+  '\[sig-network\] Services => needs kube-proxy and pod-to-pod traffic (exec pods, curl); there is no pod network'
 )
 
 usage() {
@@ -108,9 +110,9 @@ AREA_ARG="${1:-all}"
 AREA_NAME=$(echo "${AREA_ARG}" | tr ', ' '++')
 CONTROLLERS=()
 for a in $(echo "${AREA_ARG}" | tr ',' ' '); do
-  if [[ -n "${GROUPS[${a}]:-}" ]]; then
+  if [[ -n "${AREA_GROUPS[${a}]:-}" ]]; then
     # shellcheck disable=SC2206
-    CONTROLLERS+=(${GROUPS[${a}]})
+    CONTROLLERS+=(${AREA_GROUPS[${a}]})
   elif [[ -n "${FOCUS[${a}]:-}" ]]; then
     CONTROLLERS+=("${a}")
   else
@@ -123,7 +125,7 @@ if [[ -z "${FOCUS_RE}" ]]; then
 fi
 SKIP_RE=""
 if [[ "${CONFORMANCE_NO_SKIPS:-0}" != 1 ]]; then
-  for s in "${SKIPS[@]}"; do SKIP_RE+="${SKIP_RE:+|}${s%%|*}"; done
+  for s in "${SKIPS[@]}"; do SKIP_RE+="${SKIP_RE:+|}${s%% => *}"; done
 fi
 [[ -z "${CONFORMANCE_SKIP:-}" ]] || SKIP_RE+="${SKIP_RE:+|}${CONFORMANCE_SKIP}"
 
@@ -148,33 +150,29 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # ---------------------------------------------------------------- one run
 CLUSTER_PID=""
 stop_cluster() {
-  [[ -n "${CLUSTER_PID}" ]] || return 0
-  log "stopping the cluster (pid ${CLUSTER_PID})"
-  kill -TERM "${CLUSTER_PID}" 2>/dev/null || true
-  for _ in $(seq 1 300); do kill -0 "${CLUSTER_PID}" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "${CLUSTER_PID}" 2>/dev/null || true
-  wait "${CLUSTER_PID}" 2>/dev/null || true
+  # One TERM only: local-up.sh's own clean-up stops its components, and a
+  # second signal would cut that short.
+  local pid=${CLUSTER_PID}
+  [[ -n "${pid}" ]] || return 0
   CLUSTER_PID=""
+  log "stopping the cluster (pid ${pid})"
+  kill -TERM "${pid}" 2>/dev/null || true
+  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "${pid}" 2>/dev/null || true
+  wait "${pid}" 2>/dev/null || true
 }
 trap stop_cluster EXIT
 trap 'stop_cluster; exit 130' INT TERM
 
-# run_one KCM: brings the bed up with that controller manager, runs e2e.test,
-# brings it down. Sets RUN_RC (e2e.test's exit code, or 99 if the bed broke).
-run_one() {
-  local kcm=$1 dir="${OUT}/${AREA_NAME}-$1" binary
-  case "${kcm}" in
-    ours) binary="${BIN}/kube-controller-manager" ;;
-    upstream) binary="${BIN}/kube-controller-manager-upstream" ;;
-  esac
-  rm -rf "${dir}"; mkdir -p "${dir}"
+# start_bed KCM BINARY DIR: hack/local-up.sh in the background on free ports,
+# with its state and logs in DIR/cluster; returns once it says it is up.
+start_bed() {
+  local kcm=$1 binary=$2 dir=$3 start=${SECONDS} up=0
   log "[${kcm}] starting the bed with ${binary}"
-  local start=${SECONDS}
   KCM_LOCAL_DIR="${dir}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" \
     KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="$(free_port)" \
     "${ROOT}/hack/local-up.sh" >"${dir}/local-up.log" 2>&1 &
   CLUSTER_PID=$!
-  local up=0
   for _ in $(seq 1 600); do
     if grep -q '^Local cluster is up' "${dir}/local-up.log" 2>/dev/null; then up=1; break; fi
     kill -0 "${CLUSTER_PID}" 2>/dev/null || break
@@ -183,9 +181,26 @@ run_one() {
   if [[ ${up} != 1 ]]; then
     log "[${kcm}] the bed did not come up; see ${dir}/local-up.log and ${dir}/cluster/logs"
     tail -20 "${dir}/local-up.log" >&2 || true
-    stop_cluster; RUN_RC=99; return 0
+    stop_cluster
+    return 1
   fi
-  log "[${kcm}] bed up in $((SECONDS - start))s; running e2e.test (timeout ${CONFORMANCE_TIMEOUT:-30m})"
+  log "[${kcm}] bed up in $((SECONDS - start))s"
+}
+
+# run_one KCM: brings the bed up with that controller manager, runs e2e.test,
+# brings it down. Sets RUN_RC (e2e.test's exit code, or 99 if the bed broke).
+run_one() {
+  local kcm=$1 dir="${OUT}/${AREA_NAME}-$1" binary start
+  case "${kcm}" in
+    ours) binary="${BIN}/kube-controller-manager" ;;
+    upstream) binary="${BIN}/kube-controller-manager-upstream" ;;
+  esac
+  rm -rf "${dir}"; mkdir -p "${dir}"
+  if [[ "${CONFORMANCE_DRY_RUN:-0}" == 1 ]]; then
+    mkdir -p "${dir}/cluster"; : > "${dir}/cluster/kubeconfig"  # a dry run needs no bed
+  elif ! start_bed "${kcm}" "${binary}" "${dir}"; then
+    RUN_RC=99; return 0
+  fi
 
   local args=(
     --kubeconfig="${dir}/cluster/kubeconfig"
@@ -211,6 +226,7 @@ run_one() {
   # shellcheck disable=SC2206
   args+=(${CONFORMANCE_E2E_ARGS:-})
 
+  log "[${kcm}] running e2e.test (timeout ${CONFORMANCE_TIMEOUT:-30m}), log ${dir}/e2e.log"
   start=${SECONDS}
   set +e
   "${BIN}/e2e.test" "${args[@]}" >"${dir}/e2e.log" 2>&1
@@ -218,7 +234,7 @@ run_one() {
   set -e
   echo "$((SECONDS - start))" > "${dir}/duration"
   log "[${kcm}] e2e.test exited ${RUN_RC} after $((SECONDS - start))s; log ${dir}/e2e.log"
-  if ! kill -0 "${CLUSTER_PID}" 2>/dev/null; then
+  if [[ -n "${CLUSTER_PID}" ]] && ! kill -0 "${CLUSTER_PID}" 2>/dev/null; then
     log "[${kcm}] a bed component died during the run; see ${dir}/local-up.log"
   fi
   stop_cluster
@@ -230,12 +246,12 @@ report() {
   python3 - "$@" <<'PY'
 import json, os, re, sys
 
-out, area, focus, skip_list, verify_sa, *kcms = sys.argv[1:]
+out, area, focus, skip_list, verify_sa, dry_run, *kcms = sys.argv[1:]
 focus_re = re.compile(focus)
 skips = []
 for line in skip_list.splitlines():
     if line:
-        pat, _, why = line.partition("|")
+        pat, _, why = line.partition(" => ")
         skips.append((re.compile(pat), why))
 
 def load(kcm):
@@ -278,6 +294,8 @@ def cell(r):
     if r is None:
         return "not run"
     state, secs, _, _ = r
+    if state == "passed" and dry_run == "1":
+        return "would run"
     if state == "passed":
         return f"pass ({secs:.0f}s)"
     if state == "skipped":
@@ -308,7 +326,8 @@ for kcm, (res, dur) in loaded.items():
         continue
     c = counts(res)
     lines = [f"# Conformance: {area}, {names[kcm]} kube-controller-manager", "",
-             f"Upstream v1.37.2 e2e specs focused by `{focus}` on the kwok bed; {sa_note}.", "",
+             f"Upstream v1.37.2 e2e specs focused by `{focus}` on the kwok bed; {sa_note}."
+             + (" DRY RUN: nothing ran." if dry_run == "1" else ""), "",
              f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
              + (f"; e2e.test ran {dur}s." if dur is not None else "."), "",
              "| Spec | Result | Skip reason |", "| --- | --- | --- |"]
@@ -358,6 +377,6 @@ for k in "${KCMS[@]}"; do
 done
 SKIP_LINES=$(printf '%s\n' "${SKIPS[@]}")
 [[ "${CONFORMANCE_NO_SKIPS:-0}" != 1 ]] || SKIP_LINES=""
-report "${OUT}" "${AREA_NAME}" "${FOCUS_RE}" "${SKIP_LINES}" "${CONFORMANCE_VERIFY_SA:-0}" "${KCMS[@]}"
+report "${OUT}" "${AREA_NAME}" "${FOCUS_RE}" "${SKIP_LINES}" "${CONFORMANCE_VERIFY_SA:-0}" "${CONFORMANCE_DRY_RUN:-0}" "${KCMS[@]}"
 for k in "${KCMS[@]}"; do log "table: ${OUT}/${AREA_NAME}-${k}.md"; done
 exit "${RC}"

@@ -79,10 +79,9 @@ start kube-apiserver "${BIN}/kube-apiserver" --etcd-servers="http://127.0.0.1:${
   --service-account-key-file="${DIR}/certs/sa.key" --service-account-signing-key-file="${DIR}/certs/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 \
   --endpoint-reconciler-type=none \
-  --disable-admission-plugins=ServiceAccount,TaintNodesByCondition
-  # ServiceAccount admission needs the serviceaccount controller, and
+  --disable-admission-plugins=TaintNodesByCondition
   # TaintNodesByCondition's not-ready taint is lifted only by the node
-  # lifecycle controller: both are off until those controllers exist here.
+  # lifecycle controller: it is off until that controller exists here.
 
 KUBECONFIG_FILE="${DIR}/kubeconfig"
 cat > "${KUBECONFIG_FILE}" <<KCFG

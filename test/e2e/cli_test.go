@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kcmclone/kube-controller-manager/test/integration/framework"
 )
 
 // Bad input exits 1 with a clear message and never a stack trace.
@@ -61,5 +65,27 @@ func TestHelpHasUpstreamSections(t *testing.T) {
 		if !strings.Contains(out, section) {
 			t.Errorf("--help lacks section %q", section)
 		}
+	}
+}
+
+// An apiserver that never answers is waited for about 10s, then the
+// process exits 1 saying so.
+func TestUnreachableAPIServerExitsOne(t *testing.T) {
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "unreachable.kubeconfig")
+	if err := framework.WriteKubeconfig(kc, fmt.Sprintf("https://127.0.0.1:%d", port), "token"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, out := runKCM(t, "--kubeconfig="+kc, "--secure-port=0")
+	took := time.Since(start)
+	if code != 1 || !strings.Contains(out, "failed to wait for apiserver being healthy") {
+		t.Fatalf("exit %d after %s; output:\n%s", code, took, tail(out, 2000))
+	}
+	if took < 9*time.Second || took > 40*time.Second {
+		t.Fatalf("exited after %s, want about 10s of waiting", took)
 	}
 }

@@ -12,9 +12,13 @@ import (
 // initFuncs maps the implemented controllers to their constructors.
 func initFuncs() map[string]InitFunc {
 	return map[string]InitFunc{
-		names.DeploymentController:            newDeploymentController,
-		names.ReplicaSetController:            newReplicaSetController,
-		names.ReplicationControllerController: newReplicationController,
+		names.DeploymentController:                 newDeploymentController,
+		names.ReplicaSetController:                 newReplicaSetController,
+		names.ReplicationControllerController:      newReplicationController,
+		names.ServiceAccountController:             newServiceAccountController,
+		names.RootCACertificatePublisherController: newRootCACertificatePublisherController,
+		// The ServiceAccount token controller needs the root client
+		// builder, so Run installs its init func.
 	}
 }
 

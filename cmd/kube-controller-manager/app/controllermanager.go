@@ -42,6 +42,7 @@ import (
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/app/config"
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/app/options"
+	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
 	kcmconfig "github.com/kcmclone/kube-controller-manager/pkg/controller/apis/config"
 )
 
@@ -197,6 +198,12 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 		}
 	}
 
+	// An apiserver that stays unreachable is a configuration error worth
+	// exiting on, leader or not; a restart retries.
+	if err := cmapp.WaitForAPIServer(ctx, c.Client, apiserverWaitTimeout); err != nil {
+		return fmt.Errorf("failed to wait for apiserver being healthy: %w", err)
+	}
+
 	clientBuilder, rootClientBuilder := createClientBuilders(c)
 
 	run := func(ctx context.Context) error {
@@ -205,7 +212,9 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 			logger.Error(err, "Error building controller context")
 			return err
 		}
-		controllers, err := BuildControllers(ctx, cc, NewControllerDescriptors(), unsecuredMux, health)
+		descriptors := NewControllerDescriptors()
+		descriptors[names.ServiceAccountTokenController].init = newServiceAccountTokenController(rootClientBuilder)
+		controllers, err := BuildControllers(ctx, cc, descriptors, unsecuredMux, health)
 		if err != nil {
 			logger.Error(err, "Error building controllers")
 			return err

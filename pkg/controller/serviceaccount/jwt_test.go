@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -145,9 +144,9 @@ func TestJWTTokenGeneratorLegacyClaims(t *testing.T) {
 				t.Errorf("header %v, want %v", header, wantHeader)
 			}
 			wantClaims := map[string]interface{}{
-				"iss": "kubernetes/serviceaccount",
-				"sub": "system:serviceaccount:ns:builder",
-				"kubernetes.io/serviceaccount/namespace":            "ns",
+				"iss":                                    "kubernetes/serviceaccount",
+				"sub":                                    "system:serviceaccount:ns:builder",
+				"kubernetes.io/serviceaccount/namespace": "ns",
 				"kubernetes.io/serviceaccount/secret.name":          "builder-token",
 				"kubernetes.io/serviceaccount/service-account.name": "builder",
 				"kubernetes.io/serviceaccount/service-account.uid":  "sa-uid",
@@ -202,5 +201,3 @@ type failingGenerator struct{}
 func (failingGenerator) GenerateToken(context.Context, *Claims, interface{}) (string, error) {
 	return "", errors.New("signer unavailable")
 }
-
-var _ = fmt.Sprintf

@@ -52,8 +52,17 @@ type ControlPlane struct {
 	// account tokens with (the controller manager's --service-account-private-key-file).
 	ServiceAccountKeyFile string
 
-	procs []*exec.Cmd
+	procs []*child
 	once  sync.Once
+}
+
+// child is a started process; done closes once it has exited, after which
+// state is safe to read.
+type child struct {
+	name  string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	state *os.ProcessState
 }
 
 // BinDir is where hack/install-test-binaries.sh puts the upstream binaries.
@@ -237,20 +246,24 @@ func (cp *ControlPlane) spawn(_ context.Context, name, bin string, args []string
 		_ = logFile.Close()
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()
+		c.state = cmd.ProcessState
+		close(c.done)
 	}()
-	cp.procs = append(cp.procs, cmd)
+	cp.procs = append(cp.procs, c)
 	return nil
 }
 
 // exited reports a child that died during start-up.
 func (cp *ControlPlane) exited() error {
 	for _, p := range cp.procs {
-		if p.ProcessState != nil {
-			name := filepath.Base(p.Path)
-			return fmt.Errorf("%s exited early (%s); see %s", name, p.ProcessState, cp.logPath(name))
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited early (%s); see %s", p.name, p.state, cp.logPath(p.name))
+		default:
 		}
 	}
 	return nil
@@ -290,21 +303,13 @@ func (cp *ControlPlane) Stop() {
 	cp.once.Do(func() {
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			p := cp.procs[i]
-			if p.Process == nil {
-				continue
-			}
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() {
-				for p.ProcessState == nil {
-					time.Sleep(50 * time.Millisecond)
-				}
-				close(done)
-			}()
+			pid := p.cmd.Process.Pid
+			_ = syscall.Kill(-pid, syscall.SIGTERM)
 			select {
-			case <-done:
+			case <-p.done:
 			case <-time.After(10 * time.Second):
-				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				<-p.done
 			}
 		}
 		if os.Getenv("KCM_TEST_KEEP_DIR") == "" {

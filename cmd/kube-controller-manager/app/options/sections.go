@@ -52,6 +52,9 @@ var controllersReadingFlags = sets.New(
 	sectionDeployment,
 	sectionReplicaSet,
 	sectionReplicationController,
+	// --concurrent-serviceaccount-token-syncs, --root-ca-file and
+	// --service-account-private-key-file live here.
+	sectionServiceAccount,
 )
 
 // controllerSections are the sections named after a controller.
