@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ func BenchmarkDeploymentConvergence(b *testing.B) {
 	p := startKCMB(b, "--leader-elect=false", "--controllers=deployment-controller,replicaset-controller")
 	_ = p
 	var dWrites, rsWrites int
+	// KCM_BENCH_TRACE=1 logs every write seen, to compare binaries.
+	trace := os.Getenv("KCM_BENCH_TRACE") != ""
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		ns := framework.CreateNamespace(b, c, fmt.Sprintf("bench-%d", i))
@@ -69,6 +72,9 @@ func BenchmarkDeploymentConvergence(b *testing.B) {
 				}
 				dWrites++
 				d := ev.Object.(*appsv1.Deployment)
+				if trace {
+					b.Logf("deployment rv=%s gen=%d status=%+v", d.ResourceVersion, d.Generation, briefStatus(d))
+				}
 				if !converged && d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == 10 && d.Status.UpdatedReplicas == 10 {
 					converged = true
 					total += time.Since(start)
@@ -76,6 +82,10 @@ func BenchmarkDeploymentConvergence(b *testing.B) {
 			case ev := <-rw.ResultChan():
 				if ev.Type == watch.Added || ev.Type == watch.Modified {
 					rsWrites++
+					if trace {
+						rs := ev.Object.(*appsv1.ReplicaSet)
+						b.Logf("replicaset %s rv=%s spec=%d status=%+v", ev.Type, rs.ResourceVersion, *rs.Spec.Replicas, rs.Status)
+					}
 				}
 			case <-settle:
 				done = true
@@ -103,4 +113,13 @@ func BenchmarkDeploymentConvergence(b *testing.B) {
 func startKCMB(b *testing.B, extra ...string) *kcmProcess {
 	b.Helper()
 	return startKCMTB(b, extra...)
+}
+
+func briefStatus(d *appsv1.Deployment) string {
+	s := d.Status
+	conds := ""
+	for _, c := range s.Conditions {
+		conds += fmt.Sprintf(" %s=%s/%s", c.Type, c.Status, c.Reason)
+	}
+	return fmt.Sprintf("obs=%d r=%d upd=%d ready=%d avail=%d unavail=%d term=%v%s", s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas, s.UnavailableReplicas, s.TerminatingReplicas, conds)
 }

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -179,8 +180,9 @@ func TestDeploymentRollingUpdate(t *testing.T) {
 	}
 	waitComplete(d.Generation)
 
-	d.Spec.Template.Spec.Containers[0].Image = "nginx:1.27"
-	d, err = c.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+	// The controller writes status concurrently, so patch rather than update.
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}`)
+	d, err = c.AppsV1().Deployments(ns).Patch(ctx, "roll", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,12 +263,8 @@ func TestReplicaSetScaleAdoptRelease(t *testing.T) {
 	})
 
 	// Relabel the orphan: it is released and replaced.
-	p, err := c.CoreV1().Pods(ns).Get(ctx, "orphan", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Labels = map[string]string{"app": "elsewhere"}
-	if _, err := c.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+	relabel := []byte(`{"metadata":{"labels":{"app":"elsewhere"}}}`)
+	if _, err := c.CoreV1().Pods(ns).Patch(ctx, "orphan", types.MergePatchType, relabel, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, "orphan released", func(ctx context.Context) (bool, error) {
@@ -279,12 +277,8 @@ func TestReplicaSetScaleAdoptRelease(t *testing.T) {
 	})
 
 	// Scale down to 1.
-	rs, err = c.AppsV1().ReplicaSets(ns).Get(ctx, "rs", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs.Spec.Replicas = ptr.To[int32](1)
-	if _, err := c.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+	scale := []byte(`{"spec":{"replicas":1}}`)
+	if _, err := c.AppsV1().ReplicaSets(ns).Patch(ctx, "rs", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, "scale down to 1", func(ctx context.Context) (bool, error) {
