@@ -38,8 +38,10 @@ test-unit:
 test-integration: install-test-binaries
 	go test -count=1 -timeout 20m ./test/integration/...
 
-## test-e2e: the built binary against a real control plane (flags, leader election, serving).
-test-e2e: install-test-binaries build
+## test-e2e: the built binary against a real control plane (flags, leader election,
+## serving, and the swap test against upstream's binary built from the pinned module).
+test-e2e: build
+	hack/install-test-binaries.sh etcd kube-apiserver kube-controller-manager-upstream
 	KCM_BINARY=$(BIN_DIR)/kube-controller-manager go test -count=1 -timeout 15m ./test/e2e/...
 
 verify:
@@ -49,7 +51,7 @@ verify:
 run: build
 	hack/local-up.sh
 
-## conformance: upstream's [Conformance] e2e specs against our binary (AREA=apps|...).
+## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed (AREA=all|apps|deployment|...; CONFORMANCE_COMPARE=1 also runs upstream KCM); tables in _output/conformance.
 conformance: build
 	hack/conformance.sh $(AREA)
 

@@ -55,6 +55,7 @@ var controllersReadingFlags = sets.New(
 	// --concurrent-serviceaccount-token-syncs, --root-ca-file and
 	// --service-account-private-key-file live here.
 	sectionServiceAccount,
+	sectionNamespace,
 )
 
 // controllerSections are the sections named after a controller.

@@ -1,0 +1,437 @@
+package deletion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+)
+
+const nsName = "doomed"
+
+var (
+	configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	widgets    = schema.GroupVersionResource{Group: "example.io", Version: "v1", Resource: "widgets"}
+)
+
+// resources is discovery output: core pods and configmaps (all verbs) and
+// example.io widgets, which lack deletecollection.
+func resources() []*metav1.APIResourceList {
+	all := []string{"get", "list", "watch", "create", "update", "delete", "deletecollection"}
+	return []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: all},
+			{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: all},
+			// no delete verb: never touched
+			{Name: "bindings", Namespaced: true, Kind: "Binding", Verbs: []string{"create"}},
+		}},
+		{GroupVersion: "example.io/v1", APIResources: []metav1.APIResource{
+			{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: []string{"get", "list", "delete"}},
+		}},
+	}
+}
+
+func deletingNamespace(deletedAt time.Time) *v1.Namespace {
+	ts := metav1.NewTime(deletedAt)
+	return &v1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: nsName, UID: "uid-1", DeletionTimestamp: &ts},
+		Spec:       v1.NamespaceSpec{Finalizers: []v1.FinalizerName{v1.FinalizerKubernetes}},
+		Status:     v1.NamespaceStatus{Phase: v1.NamespaceActive},
+	}
+}
+
+func partial(apiVersion, kind, name string, finalizers ...string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: name, Finalizers: finalizers},
+	}
+}
+
+// newMetadataClient makes deletecollection really delete (the fake tracker
+// ignores it) except objects with finalizers, which stay as on a server.
+func newMetadataClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
+	c := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	tracker := c.Tracker()
+	for _, o := range objs {
+		p := o.(*metav1.PartialObjectMetadata)
+		gvr, _ := meta.UnsafeGuessKindToResource(p.GroupVersionKind())
+		if err := tracker.Create(gvr, p, p.Namespace); err != nil {
+			panic(err)
+		}
+	}
+	deleteUnlessFinalized := func(gvr schema.GroupVersionResource, ns, name string) error {
+		obj, err := tracker.Get(gvr, ns, name)
+		if err != nil {
+			return err
+		}
+		if len(obj.(*metav1.PartialObjectMetadata).Finalizers) > 0 {
+			return nil
+		}
+		return tracker.Delete(gvr, ns, name)
+	}
+	c.PrependReactor("delete-collection", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		gvr := a.GetResource()
+		list, err := tracker.List(gvr, schema.GroupVersionKind{Group: "fake-metadata-client-group", Version: "v1"}, a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		for _, item := range list.(*metav1.List).Items {
+			_ = deleteUnlessFinalized(gvr, a.GetNamespace(), item.Object.(*metav1.PartialObjectMetadata).Name)
+		}
+		return true, nil, nil
+	})
+	c.PrependReactor("delete", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		d := a.(clienttesting.DeleteAction)
+		return true, nil, deleteUnlessFinalized(d.GetResource(), d.GetNamespace(), d.GetName())
+	})
+	return c
+}
+
+func newDeleter(t *testing.T, kube *fake.Clientset, md *metadatafake.FakeMetadataClient, discover func() ([]*metav1.APIResourceList, error)) *namespacedResourcesDeleter {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	return NewNamespacedResourcesDeleter(ctx, kube.CoreV1().Namespaces(), md, kube.CoreV1(), discover, v1.FinalizerKubernetes).(*namespacedResourcesDeleter)
+}
+
+func actionsOf(actions []clienttesting.Action, verb, resource, subresource string) []clienttesting.Action {
+	var out []clienttesting.Action
+	for _, a := range actions {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource && a.GetSubresource() == subresource {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func lastStatus(t *testing.T, kube *fake.Clientset) *v1.Namespace {
+	t.Helper()
+	updates := actionsOf(kube.Actions(), "update", "namespaces", "status")
+	if len(updates) == 0 {
+		t.Fatal("no status update")
+	}
+	return updates[len(updates)-1].(clienttesting.UpdateAction).GetObject().(*v1.Namespace)
+}
+
+func wantCondition(t *testing.T, ns *v1.Namespace, typ v1.NamespaceConditionType, status v1.ConditionStatus, reason, message string) {
+	t.Helper()
+	c := findCondition(ns.Status.Conditions, typ)
+	if c == nil {
+		t.Fatalf("no %s condition in %+v", typ, ns.Status.Conditions)
+	}
+	if c.Status != status || c.Reason != reason || c.Message != message {
+		t.Errorf("%s = %s/%q/%q, want %s/%q/%q", typ, c.Status, c.Reason, c.Message, status, reason, message)
+	}
+}
+
+func TestDeleteEmptyNamespaceRemovesFinalizer(t *testing.T) {
+	ns := deletingNamespace(time.Now())
+	ns.Spec.Finalizers = append(ns.Spec.Finalizers, "example.io/other")
+	kube := fake.NewClientset(ns)
+	d := newDeleter(t, kube, newMetadataClient(), func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	phase := actionsOf(kube.Actions(), "update", "namespaces", "status")
+	if len(phase) == 0 || phase[0].(clienttesting.UpdateAction).GetObject().(*v1.Namespace).Status.Phase != v1.NamespaceTerminating {
+		t.Errorf("phase not set to Terminating first: %v", phase)
+	}
+	final := actionsOf(kube.Actions(), "create", "namespaces", "finalize")
+	if len(final) != 1 {
+		t.Fatalf("want 1 finalize call, got %d", len(final))
+	}
+	got := final[0].(clienttesting.CreateAction).GetObject().(*v1.Namespace).Spec.Finalizers
+	if len(got) != 1 || got[0] != "example.io/other" {
+		t.Errorf("finalizers after finalize = %v, want only the foreign one", got)
+	}
+	st := lastStatus(t, kube)
+	wantCondition(t, st, v1.NamespaceDeletionDiscoveryFailure, v1.ConditionFalse, "ResourcesDiscovered", "All resources successfully discovered")
+	wantCondition(t, st, v1.NamespaceDeletionGVParsingFailure, v1.ConditionFalse, "ParsedGroupVersions", "All legacy kube types successfully parsed")
+	wantCondition(t, st, v1.NamespaceDeletionContentFailure, v1.ConditionFalse, "ContentDeleted", "All content successfully deleted, may be waiting on finalization")
+	wantCondition(t, st, v1.NamespaceContentRemaining, v1.ConditionFalse, "ContentRemoved", "All content successfully removed")
+	wantCondition(t, st, v1.NamespaceFinalizersRemaining, v1.ConditionFalse, "ContentHasNoFinalizers", "All content-preserving finalizers finished")
+}
+
+func TestDeleteContentUsesDeleteCollectionOrListAndDelete(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(
+		partial("v1", "ConfigMap", "cm1"), partial("v1", "ConfigMap", "cm2"),
+		partial("example.io/v1", "Widget", "w1"), partial("example.io/v1", "Widget", "w2"),
+	)
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	acts := md.Actions()
+	if n := len(actionsOf(acts, "delete-collection", "configmaps", "")); n != 1 {
+		t.Errorf("configmaps: %d deletecollection calls, want 1", n)
+	}
+	if n := len(actionsOf(acts, "delete", "configmaps", "")); n != 0 {
+		t.Errorf("configmaps: %d single deletes, want 0", n)
+	}
+	if n := len(actionsOf(acts, "delete-collection", "widgets", "")); n != 0 {
+		t.Errorf("widgets: %d deletecollection calls, want 0 (verb not discovered)", n)
+	}
+	dels := actionsOf(acts, "delete", "widgets", "")
+	if len(dels) != 2 {
+		t.Fatalf("widgets: %d single deletes, want 2", len(dels))
+	}
+	for _, a := range dels {
+		opts := a.(clienttesting.DeleteActionImpl).DeleteOptions
+		if opts.PropagationPolicy == nil || *opts.PropagationPolicy != metav1.DeletePropagationBackground {
+			t.Errorf("delete without background propagation: %+v", opts)
+		}
+	}
+	if n := len(actionsOf(acts, "delete-collection", "bindings", "")) + len(actionsOf(acts, "list", "bindings", "")); n != 0 {
+		t.Errorf("bindings (no delete verb) were touched")
+	}
+	for _, gvr := range []schema.GroupVersionResource{configMaps, widgets} {
+		l, _ := md.Resource(gvr).Namespace(nsName).List(context.Background(), metav1.ListOptions{})
+		if len(l.Items) != 0 {
+			t.Errorf("%v left: %d", gvr, len(l.Items))
+		}
+	}
+	if len(actionsOf(kube.Actions(), "create", "namespaces", "finalize")) != 1 {
+		t.Error("namespace not finalized after its content went")
+	}
+}
+
+func TestMethodNotAllowedFallsBackToListAndDelete(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(partial("v1", "ConfigMap", "cm1"))
+	md.PrependReactor("delete-collection", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrorsMethodNotSupported()
+	})
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if n := len(actionsOf(md.Actions(), "delete", "configmaps", "")); n != 1 {
+		t.Errorf("want 1 single delete after 405, got %d", n)
+	}
+}
+
+func TestDiscoveryFailureIsReportedButContentStillDeleted(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(partial("v1", "ConfigMap", "cm1"))
+	failing := &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{
+		{Group: "broken.io", Version: "v1"}: errors.New("boom"),
+	}}
+	calls := 0
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) {
+		calls++
+		return resources(), failing
+	})
+	err := d.Delete(context.Background(), nsName)
+	if err == nil || !strings.Contains(err.Error(), "broken.io/v1") {
+		t.Fatalf("Delete error = %v, want the discovery failure", err)
+	}
+	if len(actionsOf(md.Actions(), "delete-collection", "configmaps", "")) != 1 {
+		t.Error("discovered content not deleted despite partial discovery")
+	}
+	if len(actionsOf(kube.Actions(), "create", "namespaces", "finalize")) != 0 {
+		t.Error("namespace finalized although discovery was incomplete")
+	}
+	wantCondition(t, lastStatus(t, kube), v1.NamespaceDeletionDiscoveryFailure, v1.ConditionTrue, "DiscoveryFailed",
+		fmt.Sprintf("Discovery failed for some groups, 1 failing: %v", failing))
+}
+
+func TestGroupVersionParsingFailure(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	d := newDeleter(t, kube, newMetadataClient(), func() ([]*metav1.APIResourceList, error) {
+		return append(resources(), &metav1.APIResourceList{GroupVersion: "a/b/c", APIResources: []metav1.APIResource{
+			{Name: "things", Namespaced: true, Verbs: []string{"delete"}},
+		}}), nil
+	})
+	if err := d.Delete(context.Background(), nsName); err == nil {
+		t.Fatal("want an error for an unparsable group version")
+	}
+	c := findCondition(lastStatus(t, kube).Status.Conditions, v1.NamespaceDeletionGVParsingFailure)
+	if c == nil || c.Status != v1.ConditionTrue || c.Reason != "GroupVersionParsingFailed" {
+		t.Errorf("condition = %+v", c)
+	}
+}
+
+func TestContentRemainingWithFinalizers(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(partial("v1", "ConfigMap", "held", "example.com/hold"), partial("v1", "ConfigMap", "free"))
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+	err := d.Delete(context.Background(), nsName)
+	var rr *ResourcesRemainingError
+	if !errors.As(err, &rr) || rr.Estimate != finalizerWaitSeconds {
+		t.Fatalf("Delete = %v, want ResourcesRemainingError{15}", err)
+	}
+	st := lastStatus(t, kube)
+	wantCondition(t, st, v1.NamespaceContentRemaining, v1.ConditionTrue, "SomeResourcesRemain",
+		"Some resources are remaining: configmaps. has 1 resource instances")
+	wantCondition(t, st, v1.NamespaceFinalizersRemaining, v1.ConditionTrue, "SomeFinalizersRemain",
+		"Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances")
+	wantCondition(t, st, v1.NamespaceDeletionContentFailure, v1.ConditionFalse, "ContentDeleted",
+		"All content successfully deleted, may be waiting on finalization")
+	if len(actionsOf(kube.Actions(), "create", "namespaces", "finalize")) != 0 {
+		t.Error("finalized while content remains")
+	}
+}
+
+func TestLeftoversWithoutFinalizersAreAnError(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(partial("v1", "ConfigMap", "stuck"))
+	// deletecollection "succeeds" but deletes nothing.
+	md.PrependReactor("delete-collection", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+	err := d.Delete(context.Background(), nsName)
+	if err == nil || !strings.Contains(err.Error(), "unexpected items still remain in namespace: doomed") {
+		t.Fatalf("Delete = %v", err)
+	}
+	c := findCondition(lastStatus(t, kube).Status.Conditions, v1.NamespaceDeletionContentFailure)
+	if c == nil || c.Status != v1.ConditionTrue || c.Reason != "ContentDeletionFailed" ||
+		!strings.HasPrefix(c.Message, "Failed to delete all resource types, 1 remaining: unexpected items still remain") {
+		t.Errorf("content failure condition = %+v", c)
+	}
+}
+
+func TestPodGracePeriodEstimate(t *testing.T) {
+	grace := func(s int64) *int64 { return &s }
+	pods := []runtime.Object{
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "slow"}, Spec: v1.PodSpec{TerminationGracePeriodSeconds: grace(120)}},
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "done"}, Spec: v1.PodSpec{TerminationGracePeriodSeconds: grace(600)},
+			Status: v1.PodStatus{Phase: v1.PodSucceeded}},
+	}
+	cases := []struct {
+		name      string
+		deletedAt time.Time
+		want      int64 // 0: an error without estimate (pods left, no finalizers)
+	}{
+		{"within the grace period", time.Now(), 120},
+		{"grace period over", time.Now().Add(-5 * time.Minute), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset(append([]runtime.Object{deletingNamespace(tc.deletedAt)}, pods...)...)
+			// The pods are still terminating on the server.
+			md := newMetadataClient(partial("v1", "Pod", "slow"), partial("v1", "ConfigMap", "cm"))
+			md.PrependReactor("delete-collection", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
+			d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+			err := d.Delete(context.Background(), nsName)
+			var rr *ResourcesRemainingError
+			if tc.want > 0 {
+				if !errors.As(err, &rr) || rr.Estimate != tc.want {
+					t.Fatalf("Delete = %v, want estimate %d", err, tc.want)
+				}
+			} else if err == nil || errors.As(err, &rr) {
+				t.Fatalf("Delete = %v, want a plain error", err)
+			}
+			if n := len(actionsOf(md.Actions(), "delete-collection", "configmaps", "")); n != 0 {
+				t.Error("configmaps deleted while pods remain")
+			}
+		})
+	}
+}
+
+func TestNamespaceNotBeingDeletedIsLeftAlone(t *testing.T) {
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName}, Spec: v1.NamespaceSpec{Finalizers: []v1.FinalizerName{v1.FinalizerKubernetes}}}
+	kube := fake.NewClientset(ns)
+	md := newMetadataClient(partial("v1", "ConfigMap", "cm"))
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	kube.ClearActions()
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatal(err)
+	}
+	if a := kube.Actions(); len(a) != 1 || a[0].GetVerb() != "get" {
+		t.Errorf("want a single get, got %v", a)
+	}
+	if len(md.Actions()) != 0 {
+		t.Errorf("content touched: %v", md.Actions())
+	}
+	// A namespace that no longer exists is done too.
+	if err := d.Delete(context.Background(), "gone"); err != nil {
+		t.Errorf("Delete(gone) = %v", err)
+	}
+}
+
+func TestConditionsOnlyChangeWhenDifferent(t *testing.T) {
+	st := v1.NamespaceStatus{}
+	if !mergeConditions(&st, nil) || len(st.Conditions) != 5 {
+		t.Fatalf("first merge: %+v", st.Conditions)
+	}
+	if mergeConditions(&st, nil) {
+		t.Error("unchanged conditions reported as changed")
+	}
+	failed := []v1.NamespaceCondition{trueCondition(v1.NamespaceDeletionDiscoveryFailure, "DiscoveryFailed", "x")}
+	if !mergeConditions(&st, failed) {
+		t.Error("failure not reported as a change")
+	}
+	c := findCondition(st.Conditions, v1.NamespaceDeletionDiscoveryFailure)
+	if c.Status != v1.ConditionTrue || c.Message != "x" {
+		t.Errorf("condition = %+v", c)
+	}
+}
+
+func apierrorsMethodNotSupported() error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "configmaps"}, "deletecollection")
+}
+
+func TestStatusConflictIsRetriedOnFreshCopy(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	conflicts := 1
+	kube.PrependReactor("update", "namespaces", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "namespaces"}, nsName, errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+	d := newDeleter(t, kube, newMetadataClient(), func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if n := len(actionsOf(kube.Actions(), "get", "namespaces", "")); n != 2 {
+		t.Errorf("want 2 gets (initial + after conflict), got %d", n)
+	}
+	if len(actionsOf(kube.Actions(), "create", "namespaces", "finalize")) != 1 {
+		t.Error("not finalized after a retried conflict")
+	}
+}
+
+func TestFinalizeNotFoundIsSuccess(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	kube.PrependReactor("create", "namespaces", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return a.GetSubresource() == "finalize", nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, nsName)
+	})
+	d := newDeleter(t, kube, newMetadataClient(), func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatalf("Delete = %v, want nil when another controller finished first", err)
+	}
+}
+
+func TestStatusWrittenOnlyWhenChanged(t *testing.T) {
+	ns := deletingNamespace(time.Now())
+	ns.Status.Phase = v1.NamespaceTerminating
+	mergeConditions(&ns.Status, nil) // already all healthy
+	kube := fake.NewClientset(ns)
+	d := newDeleter(t, kube, newMetadataClient(), func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	if err := d.Delete(context.Background(), nsName); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(kube.Actions(), "update", "namespaces", "status")); n != 0 {
+		t.Errorf("%d status writes for unchanged status, want 0", n)
+	}
+}

@@ -1,0 +1,185 @@
+// Package namespace is the namespace-controller: when a namespace is
+// deleted it removes everything in it and then releases the namespace by
+// removing the "kubernetes" finalizer.
+//
+// Its flags are --concurrent-namespace-syncs (default 10 workers) and
+// --namespace-sync-period (default 5m, the informer resync), as upstream.
+package namespace
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/namespace/deletion"
+)
+
+// queueName names the workqueue (and its workqueue_* metrics) as upstream.
+const queueName = "namespace"
+
+// deletionGracePeriod delays every sync of a deleted namespace so that HA
+// apiservers see the deletion (and stop admitting new content) and lagging
+// etcd members see last-moment creations before we clean up.
+const deletionGracePeriod = 5 * time.Second
+
+// NamespaceController empties and finalizes namespaces being deleted.
+type NamespaceController struct {
+	lister       corelisters.NamespaceLister
+	listerSynced cache.InformerSynced
+	queue        workqueue.TypedRateLimitingInterface[string]
+	deleter      deletion.NamespacedResourcesDeleterInterface
+	// gracePeriod is deletionGracePeriod; tests shorten it.
+	gracePeriod time.Duration
+}
+
+// NewNamespaceController wires the controller to the namespace informer.
+// discoverResourcesFn is normally the discovery client's
+// ServerPreferredNamespacedResources; it is called once here (the process
+// exits if it yields nothing, as upstream) and on every sync.
+func NewNamespaceController(
+	ctx context.Context,
+	kubeClient clientset.Interface,
+	metadataClient metadata.Interface,
+	discoverResourcesFn func() ([]*metav1.APIResourceList, error),
+	namespaceInformer coreinformers.NamespaceInformer,
+	resyncPeriod time.Duration,
+	finalizerToken v1.FinalizerName) *NamespaceController {
+	nc := &NamespaceController{
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName}),
+		deleter: deletion.NewNamespacedResourcesDeleter(ctx, kubeClient.CoreV1().Namespaces(), metadataClient,
+			kubeClient.CoreV1(), discoverResourcesFn, finalizerToken),
+		gracePeriod: deletionGracePeriod,
+	}
+	// Deletes need no handler: a namespace only disappears once we are done.
+	_, _ = namespaceInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { nc.enqueue(ctx, obj) },
+		UpdateFunc: func(_, obj interface{}) { nc.enqueue(ctx, obj) },
+	}, resyncPeriod)
+	nc.lister = namespaceInformer.Lister()
+	nc.listerSynced = namespaceInformer.Informer().HasSynced
+	return nc
+}
+
+// rateLimiter retries failures faster than the controller default (capped
+// at a minute instead of ~16m): namespaces being deleted are few, and users
+// wait on them.
+func rateLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 60*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
+// enqueue queues namespaces that are being deleted, after the grace period.
+func (nc *NamespaceController) enqueue(ctx context.Context, obj interface{}) {
+	ns, ok := obj.(*v1.Namespace)
+	if !ok {
+		return
+	}
+	if ns.DeletionTimestamp == nil || ns.DeletionTimestamp.IsZero() {
+		return
+	}
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(ns)
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Couldn't get key for object", "object", obj)
+		return
+	}
+	nc.queue.AddAfter(key, nc.gracePeriod)
+}
+
+// Run waits for the namespace cache and syncs with workers goroutines until
+// ctx is cancelled.
+//
+// The shared WorkLoop is not used: upstream requeues content still
+// terminating after its estimate without touching the key's backoff (no
+// Forget, no AddRateLimited), which WorkLoop cannot express.
+func (nc *NamespaceController) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting namespace controller")
+
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down namespace controller")
+		nc.queue.ShutDown()
+		wg.Wait()
+	}()
+
+	if !controller.WaitForCacheSync(ctx, queueName, nc.listerSynced) {
+		return
+	}
+	for i := 0; i < workers; i++ {
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for nc.processNextWorkItem(ctx) {
+				}
+			}, time.Second)
+		})
+	}
+	<-ctx.Done()
+}
+
+// processNextWorkItem handles one key; false means the queue is shut down.
+func (nc *NamespaceController) processNextWorkItem(ctx context.Context) bool {
+	key, quit := nc.queue.Get()
+	if quit {
+		return false
+	}
+	defer nc.queue.Done(key)
+
+	err := nc.syncNamespace(ctx, key)
+	if err == nil {
+		nc.queue.Forget(key)
+		return true
+	}
+	var remaining *deletion.ResourcesRemainingError
+	if errors.As(err, &remaining) {
+		// Half the estimate, plus a second, so we look again well before
+		// the longest grace period runs out.
+		delay := remaining.Estimate/2 + 1
+		klog.FromContext(ctx).V(4).Info("Content remaining in namespace", "namespace", key, "waitSeconds", delay)
+		nc.queue.AddAfter(key, time.Duration(delay)*time.Second)
+		return true
+	}
+	// Retry with backoff rather than wait for the resync.
+	nc.queue.AddRateLimited(key)
+	utilruntime.HandleErrorWithContext(ctx, err, "Deletion of namespace failed", "namespace", key)
+	return true
+}
+
+// syncNamespace runs one deletion pass over the namespace named key.
+func (nc *NamespaceController) syncNamespace(ctx context.Context, key string) error {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	defer func() {
+		logger.V(4).Info("Finished syncing namespace", "namespace", key, "duration", time.Since(start))
+	}()
+
+	ns, err := nc.lister.Get(key)
+	if apierrors.IsNotFound(err) {
+		logger.Info("Namespace has been deleted", "namespace", key)
+		return nil
+	}
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Unable to retrieve namespace from store", "namespace", key)
+		return err
+	}
+	return nc.deleter.Delete(ctx, ns.Name)
+}

@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/test/integration/framework"
+)
+
+// upstreamBinary is upstream's kube-controller-manager v1.37.2, built by
+// hack/install-test-binaries.sh kube-controller-manager-upstream.
+func upstreamBinary(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(framework.BinDir(), "kube-controller-manager-upstream")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%v: run hack/install-test-binaries.sh kube-controller-manager-upstream (make test-e2e does)", err)
+	}
+	return p
+}
+
+// snapshot is what a swap must not change.
+type snapshot struct {
+	replicaSets map[string]types.UID
+	pods        []string
+	generation  int64
+}
+
+func takeSnapshot(t *testing.T, c clientset.Interface, ns string) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s := snapshot{replicaSets: map[string]types.UID{}}
+	rss, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range rss.Items {
+		s.replicaSets[rs.Name] = rs.UID
+	}
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		s.pods = append(s.pods, string(p.UID))
+	}
+	sort.Strings(s.pods)
+	d, err := c.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.generation = d.Generation
+	return s
+}
+
+func sameSnapshot(t *testing.T, who string, before, after snapshot) {
+	t.Helper()
+	if len(before.replicaSets) != len(after.replicaSets) {
+		t.Errorf("%s: ReplicaSets %v became %v", who, before.replicaSets, after.replicaSets)
+	}
+	for name, uid := range before.replicaSets {
+		if after.replicaSets[name] != uid {
+			t.Errorf("%s: ReplicaSet %s was replaced or removed", who, name)
+		}
+	}
+	if len(before.pods) != len(after.pods) {
+		t.Errorf("%s: %d pods became %d", who, len(before.pods), len(after.pods))
+	}
+	for i := range before.pods {
+		if i < len(after.pods) && before.pods[i] != after.pods[i] {
+			t.Errorf("%s: pods churned: %v became %v", who, before.pods, after.pods)
+			break
+		}
+	}
+}
+
+func waitRolledOut(t *testing.T, c clientset.Interface, ns string, replicas int32) {
+	t.Helper()
+	framework.Eventually(t, 90*time.Second, "rollout", func(ctx context.Context) (bool, error) {
+		d, err := c.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := d.Status
+		return s.ObservedGeneration == d.Generation && s.UpdatedReplicas == replicas && s.Replicas == replicas && s.AvailableReplicas == replicas, nil
+	})
+}
+
+// The swap test: a Deployment rolled out by upstream's controller manager is
+// taken over by ours with no new ReplicaSet and no pod churn, and the
+// reverse. Both then keep managing it (a scale-up adds a pod to the current
+// ReplicaSet only).
+func TestSwapWithUpstream(t *testing.T) {
+	upstream := upstreamBinary(t)
+	cp := framework.Shared(t)
+	c := cp.Client(t)
+	ns := framework.CreateNamespace(t, c, "swap")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	framework.Kubelet{Client: c}.Run(ctx, ns)
+	args := []string{"--leader-elect=false", "--controllers=deployment-controller,replicaset-controller"}
+
+	run := func(binary string) *kcmProcess {
+		saved := kcmBinary
+		kcmBinary = binary
+		defer func() { kcmBinary = saved }()
+		return startKCM(t, args...)
+	}
+
+	// Upstream creates and rolls out the Deployment (two ReplicaSets).
+	up := run(upstream)
+	lbl := map[string]string{"app": "web"}
+	_, err := c.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: lbl},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "nginx", Image: "nginx"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, c, ns, 3)
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}`)
+	if _, err := c.AppsV1().Deployments(ns).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, c, ns, 3)
+	// Let upstream finish trailing writes before it stops.
+	time.Sleep(2 * time.Second)
+	before := takeSnapshot(t, c, ns)
+	if len(before.replicaSets) != 2 {
+		t.Fatalf("upstream left %d ReplicaSets, want 2", len(before.replicaSets))
+	}
+	up.stop(syscall.SIGTERM, 20*time.Second)
+
+	// Ours takes over: nothing changes.
+	ours := run(kcmBinary)
+	time.Sleep(8 * time.Second)
+	sameSnapshot(t, "upstream -> ours", before, takeSnapshot(t, c, ns))
+	waitRolledOut(t, c, ns, 3)
+
+	// Ours scales within the existing ReplicaSet.
+	if _, err := c.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, c, ns, 4)
+	time.Sleep(2 * time.Second)
+	scaled := takeSnapshot(t, c, ns)
+	if len(scaled.replicaSets) != 2 || len(scaled.pods) != 4 {
+		t.Fatalf("after scale-up by ours: %d ReplicaSets, %d pods; want 2, 4", len(scaled.replicaSets), len(scaled.pods))
+	}
+	ours.stop(syscall.SIGTERM, 20*time.Second)
+
+	// And back to upstream: nothing changes either.
+	run(upstream)
+	time.Sleep(8 * time.Second)
+	sameSnapshot(t, "ours -> upstream", scaled, takeSnapshot(t, c, ns))
+}

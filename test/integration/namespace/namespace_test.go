@@ -1,0 +1,194 @@
+// Package namespace tests the namespace-controller against a real
+// apiserver: a deleted namespace is emptied and goes away, and content held
+// by a finalizer keeps it, with upstream's conditions, until released.
+package namespace
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/namespace"
+	"github.com/kcmclone/kube-controller-manager/test/integration/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+// The controller waits 5s before its first pass and up to 8s between
+// passes while finalizers hold content.
+const waitTimeout = 60 * time.Second
+
+// runController runs the namespace controller in-process, wired as the
+// controller manager wires it, until the test ends.
+func runController(t *testing.T) clientset.Interface {
+	t.Helper()
+	cp := framework.Shared(t)
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.UserAgent = "namespace-controller"
+	c, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	factory := informers.NewSharedInformerFactory(c, 0)
+	nc := namespace.NewNamespaceController(ctx, c, md, c.Discovery().ServerPreferredNamespacedResources,
+		factory.Core().V1().Namespaces(), 5*time.Minute, v1.FinalizerKubernetes)
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { nc.Run(ctx, 10); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		factory.Shutdown()
+	})
+	return cp.Client(t)
+}
+
+func waitGone(t *testing.T, c clientset.Interface, ns string) {
+	t.Helper()
+	framework.Eventually(t, waitTimeout, "namespace "+ns+" to disappear", func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+func TestDeletedNamespaceIsEmptiedAndRemoved(t *testing.T) {
+	c := runController(t)
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "ns-delete")
+
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"a": "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"a": "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Unscheduled, so the apiserver deletes it at once despite its grace period.
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err == nil && got.Status.Phase != v1.NamespaceTerminating {
+		t.Errorf("phase right after delete = %q, want Terminating", got.Status.Phase)
+	}
+	waitGone(t, c, ns)
+}
+
+func TestFinalizerOnContentBlocksDeletion(t *testing.T) {
+	c := runController(t)
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "ns-blocked")
+	const finalizer = "example.com/block"
+
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{finalizer}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "free"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[v1.NamespaceConditionType]v1.NamespaceCondition{
+		v1.NamespaceDeletionDiscoveryFailure: {Status: v1.ConditionFalse, Reason: "ResourcesDiscovered", Message: "All resources successfully discovered"},
+		v1.NamespaceDeletionGVParsingFailure: {Status: v1.ConditionFalse, Reason: "ParsedGroupVersions", Message: "All legacy kube types successfully parsed"},
+		v1.NamespaceDeletionContentFailure:   {Status: v1.ConditionFalse, Reason: "ContentDeleted", Message: "All content successfully deleted, may be waiting on finalization"},
+		v1.NamespaceContentRemaining: {Status: v1.ConditionTrue, Reason: "SomeResourcesRemain",
+			Message: "Some resources are remaining: configmaps. has 1 resource instances"},
+		v1.NamespaceFinalizersRemaining: {Status: v1.ConditionTrue, Reason: "SomeFinalizersRemain",
+			Message: fmt.Sprintf("Some content in the namespace has finalizers remaining: %s in 1 resource instances", finalizer)},
+	}
+	var last []v1.NamespaceCondition
+	framework.Eventually(t, waitTimeout, "content-remaining conditions", func(ctx context.Context) (bool, error) {
+		got, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = got.Status.Conditions
+		matched := 0
+		for _, cond := range got.Status.Conditions {
+			if w, ok := want[cond.Type]; ok && cond.Status == w.Status && cond.Reason == w.Reason && cond.Message == w.Message {
+				matched++
+			}
+		}
+		return matched == len(want), nil
+	})
+	t.Logf("conditions: %+v", last)
+
+	// The unfinalized ConfigMap went; the namespace is still there.
+	if _, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "free", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("free ConfigMap: %v, want NotFound", err)
+	}
+	if _, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("namespace went while content was held: %v", err)
+	}
+
+	if _, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, ns)
+}
+
+// TestPodsGoFirst: a pod on a node terminates gracefully, and until it is
+// gone the controller leaves the namespace's other content alone.
+func TestPodsGoFirst(t *testing.T) {
+	c := runController(t)
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "ns-pods-first")
+	grace := int64(10)
+
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Bound to a node, so deletion is graceful and waits for a kubelet.
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: v1.PodSpec{NodeName: "no-such-node", TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, waitTimeout, "the pod to be terminating", func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.DeletionTimestamp != nil, nil
+	})
+	// Past the controller's next look (estimate 10s → requeue after 6s).
+	time.Sleep(7 * time.Second)
+	if _, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{}); err != nil {
+		t.Fatalf("ConfigMap deleted while a pod was still terminating: %v", err)
+	}
+
+	// Play the kubelet: the pod has stopped.
+	zero := int64(0)
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	waitGone(t, c, ns)
+}
