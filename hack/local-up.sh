@@ -78,10 +78,7 @@ start kube-apiserver "${BIN}/kube-apiserver" --etcd-servers="http://127.0.0.1:${
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="${DIR}/certs/sa.key" --service-account-signing-key-file="${DIR}/certs/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 \
-  --endpoint-reconciler-type=none \
-  --disable-admission-plugins=TaintNodesByCondition
-  # TaintNodesByCondition's not-ready taint is lifted only by the node
-  # lifecycle controller: it is off until that controller exists here.
+  --endpoint-reconciler-type=none
 
 KUBECONFIG_FILE="${DIR}/kubeconfig"
 cat > "${KUBECONFIG_FILE}" <<KCFG

@@ -17,6 +17,9 @@ func initFuncs() map[string]InitFunc {
 		names.ReplicationControllerController:      newReplicationController,
 		names.ServiceAccountController:             newServiceAccountController,
 		names.RootCACertificatePublisherController: newRootCACertificatePublisherController,
+		names.NamespaceController:                  newNamespaceController,
+		names.NodeLifecycleController:              newNodeLifecycleController,
+		names.TaintEvictionController:              newTaintEvictionController,
 		// The ServiceAccount token controller needs the root client
 		// builder, so Run installs its init func.
 	}

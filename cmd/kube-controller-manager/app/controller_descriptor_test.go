@@ -66,7 +66,9 @@ func TestDescriptorsMatchUpstream(t *testing.T) {
 
 func TestImplementedControllers(t *testing.T) {
 	descs := NewControllerDescriptors()
-	for _, name := range []string{names.DeploymentController, names.ReplicaSetController, names.ReplicationControllerController} {
+	for _, name := range []string{names.DeploymentController, names.ReplicaSetController, names.ReplicationControllerController,
+		names.ServiceAccountController, names.RootCACertificatePublisherController, names.NamespaceController,
+		names.NodeLifecycleController, names.TaintEvictionController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -238,6 +238,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"concurrent-deployment-syncs", "concurrent-replicaset-syncs", "concurrent-rc-syncs",
 		"controllers", "kube-api-qps", "leader-elect", "secure-port", "profiling", "kubeconfig",
 		"use-service-account-credentials", "feature-gates",
+		"node-monitor-period", "node-eviction-rate", "concurrent-namespace-syncs", "root-ca-file",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)
@@ -245,7 +246,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 	}
 	for _, name := range []string{
 		"concurrent-job-syncs", "concurrent-gc-syncs", "terminated-pod-gc-threshold",
-		"cluster-signing-cert-file", "node-monitor-period", "allocate-node-cidrs", "cluster-cidr",
+		"cluster-signing-cert-file", "allocate-node-cidrs", "cluster-cidr",
 		"concurrent-statefulset-syncs",
 	} {
 		if !strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {

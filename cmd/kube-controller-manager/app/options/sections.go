@@ -56,6 +56,7 @@ var controllersReadingFlags = sets.New(
 	// --service-account-private-key-file live here.
 	sectionServiceAccount,
 	sectionNamespace,
+	sectionNodeLifecycle,
 )
 
 // controllerSections are the sections named after a controller.
