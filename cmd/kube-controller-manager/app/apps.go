@@ -20,6 +20,7 @@ func initFuncs() map[string]InitFunc {
 		names.NamespaceController:                  newNamespaceController,
 		names.NodeLifecycleController:              newNodeLifecycleController,
 		names.TaintEvictionController:              newTaintEvictionController,
+		names.GarbageCollectorController:           newGarbageCollectorController,
 		// The ServiceAccount token controller needs the root client
 		// builder, so Run installs its init func.
 	}

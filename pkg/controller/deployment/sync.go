@@ -95,7 +95,9 @@ func (p *syncPass) reconcile(ctx context.Context) error {
 	}
 	// Mark pauses and resumes so a resumed rollout is not judged against
 	// time spent paused.
-	p.checkPausedConditions()
+	if err := p.checkPausedConditions(ctx); err != nil {
+		return err
+	}
 	if d.Spec.Paused {
 		return p.syncScale(ctx)
 	}
@@ -171,15 +173,18 @@ func (p *syncPass) syncScale(ctx context.Context) error {
 }
 
 // checkPausedConditions sets Progressing=Unknown DeploymentPaused or
-// DeploymentResumed when spec.paused flips, unless the deadline already passed.
-func (p *syncPass) checkPausedConditions() {
+// DeploymentResumed when spec.paused flips, unless the deadline already
+// passed. The condition is written at once, as upstream does, so watchers
+// see the pause or resume itself and not only what the rest of the pass
+// replaces it with.
+func (p *syncPass) checkPausedConditions(ctx context.Context) error {
 	d := p.d
 	if !util.HasProgressDeadline(d) {
-		return
+		return nil
 	}
 	cond := util.GetDeploymentCondition(d.Status, apps.DeploymentProgressing)
 	if cond != nil && cond.Reason == util.TimedOutReason {
-		return
+		return nil
 	}
 	pausedMarked := cond != nil && cond.Reason == util.PausedDeployReason
 	switch {
@@ -188,9 +193,9 @@ func (p *syncPass) checkPausedConditions() {
 	case !d.Spec.Paused && pausedMarked:
 		p.setCondition(apps.DeploymentProgressing, v1.ConditionUnknown, util.ResumedDeployReason, "Deployment is resumed")
 	default:
-		return
+		return nil
 	}
-	p.statusPending = true
+	return p.writeStatus(ctx)
 }
 
 // getAllReplicaSetsAndSyncRevision returns the new ReplicaSet (created when

@@ -31,7 +31,7 @@ func (q *recordingQueue) AddAfter(key string, d time.Duration) {
 	q.mu.Lock()
 	q.after[key] = d
 	q.mu.Unlock()
-	q.TypedRateLimitingInterface.Add(key)
+	q.Add(key)
 }
 
 func (q *recordingQueue) AddRateLimited(key string) {
@@ -96,7 +96,7 @@ func TestRequeueAfterHalfTheEstimate(t *testing.T) {
 			nc, q, _, factory := newTestController(t)
 			_ = factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns)
 			nc.deleter = &fakeDeleter{err: tc.err}
-			q.TypedRateLimitingInterface.Add("ns")
+			q.Add("ns")
 			if !nc.processNextWorkItem(context.Background()) {
 				t.Fatal("queue shut down")
 			}

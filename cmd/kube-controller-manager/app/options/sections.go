@@ -57,6 +57,7 @@ var controllersReadingFlags = sets.New(
 	sectionServiceAccount,
 	sectionNamespace,
 	sectionNodeLifecycle,
+	sectionGarbageCollector,
 )
 
 // controllerSections are the sections named after a controller.

@@ -1,0 +1,235 @@
+package garbagecollector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+)
+
+// apiResource maps apiVersion/kind to its resource and scope.
+func (gc *GarbageCollector) apiResource(apiVersion, kind string) (schema.GroupVersionResource, bool, error) {
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	mapping, err := gc.restMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schema.GroupVersionResource{}, false, &restMappingError{kind: kind, version: apiVersion}
+	}
+	return mapping.Resource, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+func namespaceFor(namespaced bool, ns string) string {
+	if namespaced {
+		return ns
+	}
+	return ""
+}
+
+// deleteObject deletes item with a UID precondition and, when known, the
+// resourceVersion at which its owners were classified, so a dependent that
+// changed meanwhile is not deleted on stale grounds.
+func (gc *GarbageCollector) deleteObject(ctx context.Context, item objectReference, resourceVersion string, ownersAtResourceVersion []metav1.OwnerReference, policy *metav1.DeletionPropagation) error {
+	resource, namespaced, err := gc.apiResource(item.APIVersion, item.Kind)
+	if err != nil {
+		return err
+	}
+	uid := item.UID
+	pre := metav1.Preconditions{UID: &uid}
+	if resourceVersion != "" {
+		pre.ResourceVersion = &resourceVersion
+	}
+	client := gc.metadataClient.Resource(resource).Namespace(namespaceFor(namespaced, item.Namespace))
+	err = client.Delete(ctx, item.Name, metav1.DeleteOptions{Preconditions: &pre, PropagationPolicy: policy})
+	if apierrors.IsConflict(err) && resourceVersion != "" {
+		// Only the resourceVersion moved on and the owners are unchanged:
+		// the decision still holds, delete with the UID precondition alone.
+		live, liveErr := client.Get(ctx, item.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(liveErr) {
+			return liveErr
+		}
+		if liveErr == nil && live.UID == item.UID && live.ResourceVersion != resourceVersion &&
+			reflect.DeepEqual(live.OwnerReferences, ownersAtResourceVersion) {
+			return gc.deleteObject(ctx, item, "", nil, policy)
+		}
+	}
+	return err
+}
+
+func (gc *GarbageCollector) getObject(ctx context.Context, item objectReference) (*metav1.PartialObjectMetadata, error) {
+	resource, namespaced, err := gc.apiResource(item.APIVersion, item.Kind)
+	if err != nil {
+		return nil, err
+	}
+	ns := namespaceFor(namespaced, item.Namespace)
+	if namespaced && ns == "" {
+		return nil, errNamespacedOwnerOfClusterScopedObject
+	}
+	return gc.metadataClient.Resource(resource).Namespace(ns).Get(ctx, item.Name, metav1.GetOptions{})
+}
+
+func (gc *GarbageCollector) patchObject(ctx context.Context, item objectReference, patch []byte, pt types.PatchType) (*metav1.PartialObjectMetadata, error) {
+	resource, namespaced, err := gc.apiResource(item.APIVersion, item.Kind)
+	if err != nil {
+		return nil, err
+	}
+	return gc.metadataClient.Resource(resource).Namespace(namespaceFor(namespaced, item.Namespace)).
+		Patch(ctx, item.Name, pt, patch, metav1.PatchOptions{})
+}
+
+type finalizersPatch struct {
+	Metadata finalizersPatchMeta `json:"metadata"`
+}
+
+type finalizersPatchMeta struct {
+	ResourceVersion string   `json:"resourceVersion"`
+	Finalizers      []string `json:"finalizers"`
+}
+
+type ownerRefsPatch struct {
+	Metadata ownerRefsPatchMeta `json:"metadata"`
+}
+
+type ownerRefsPatchMeta struct {
+	ResourceVersion string                  `json:"resourceVersion"`
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+}
+
+// removeFinalizer drops finalizer from owner with a JSON merge patch pinned
+// to the resourceVersion read, retrying on conflicts.
+func (gc *GarbageCollector) removeFinalizer(ctx context.Context, owner *node, finalizer string) error {
+	logger := klog.FromContext(ctx)
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		obj, err := gc.getObject(ctx, owner.identity)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cannot finalize owner %s, because cannot get it: %w. The garbage collector will retry later", owner.identity, err)
+		}
+		var kept []string
+		found := false
+		for _, f := range obj.GetFinalizers() {
+			if f == finalizer {
+				found = true
+				continue
+			}
+			kept = append(kept, f)
+		}
+		if !found {
+			logger.V(5).Info("finalizer already removed from object", "finalizer", finalizer, "object", owner.identity)
+			return nil
+		}
+		patch, err := json.Marshal(finalizersPatch{finalizersPatchMeta{ResourceVersion: obj.GetResourceVersion(), Finalizers: kept}})
+		if err != nil {
+			return fmt.Errorf("unable to finalize %s due to an error serializing patch: %w", owner.identity, err)
+		}
+		_, err = gc.patchObject(ctx, owner.identity, patch, types.MergePatchType)
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("updateMaxRetries(%d) has reached. The garbage collector will retry later for owner %v", retry.DefaultBackoff.Steps, owner.identity)
+	}
+	return err
+}
+
+// getMetadata reads an object's metadata from its monitor's cache, falling
+// back to the API server.
+func (gc *GarbageCollector) getMetadata(ctx context.Context, ref objectReference) (metav1.Object, error) {
+	resource, namespaced, err := gc.apiResource(ref.APIVersion, ref.Kind)
+	if err != nil {
+		return nil, err
+	}
+	ns := namespaceFor(namespaced, ref.Namespace)
+	gc.dependencyGraphBuilder.monitorLock.RLock()
+	m := gc.dependencyGraphBuilder.monitors[resource]
+	gc.dependencyGraphBuilder.monitorLock.RUnlock()
+	if m != nil {
+		key := ref.Name
+		if ns != "" {
+			key = ns + "/" + ref.Name
+		}
+		raw, exists, err := m.store.GetByKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if exists {
+			return meta.Accessor(raw)
+		}
+	}
+	return gc.metadataClient.Resource(resource).Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+}
+
+// patch applies a strategic merge patch and, for resources that do not
+// support it (custom resources answer 415), the JSON merge patch jmp builds.
+func (gc *GarbageCollector) patch(ctx context.Context, item *node, smp []byte, jmp func(context.Context, *node) ([]byte, error)) (*metav1.PartialObjectMetadata, error) {
+	out, err := gc.patchObject(ctx, item.identity, smp, types.StrategicMergePatchType)
+	if err == nil || !apierrors.IsUnsupportedMediaType(err) {
+		return out, err
+	}
+	p, err := jmp(ctx, item)
+	if err != nil {
+		return nil, err
+	}
+	return gc.patchObject(ctx, item.identity, p, types.MergePatchType)
+}
+
+// deleteOwnerRefJSONMergePatch rewrites the whole ownerReferences list
+// without ownerUIDs; the resourceVersion makes it fail on a concurrent edit.
+func (gc *GarbageCollector) deleteOwnerRefJSONMergePatch(ctx context.Context, item *node, ownerUIDs ...types.UID) ([]byte, error) {
+	obj, err := gc.getMetadata(ctx, item.identity)
+	if err != nil {
+		return nil, err
+	}
+	m := ownerRefsPatchMeta{ResourceVersion: obj.GetResourceVersion()}
+	for _, ref := range obj.GetOwnerReferences() {
+		if !slices.Contains(ownerUIDs, ref.UID) {
+			m.OwnerReferences = append(m.OwnerReferences, ref)
+		}
+	}
+	return json.Marshal(ownerRefsPatch{m})
+}
+
+// unblockOwnerReferencesStrategicMergePatch sets blockOwnerDeletion=false
+// on n's blocking references (merged by UID), preconditioned on n's UID.
+func (n *node) unblockOwnerReferencesStrategicMergePatch() ([]byte, error) {
+	f := false
+	var refs []metav1.OwnerReference
+	for _, ref := range n.getOwners() {
+		if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
+			ref.BlockOwnerDeletion = &f
+			refs = append(refs, ref)
+		}
+	}
+	return json.Marshal(uidOwnerRefsPatch{uidOwnerRefsPatchMeta{UID: n.identity.UID, OwnerReferences: refs}})
+}
+
+type uidOwnerRefsPatch struct {
+	Metadata uidOwnerRefsPatchMeta `json:"metadata"`
+}
+
+type uidOwnerRefsPatchMeta struct {
+	UID             types.UID               `json:"uid"`
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+}
+
+func (gc *GarbageCollector) unblockOwnerReferencesJSONMergePatch(ctx context.Context, n *node) ([]byte, error) {
+	obj, err := gc.getMetadata(ctx, n.identity)
+	if err != nil {
+		return nil, err
+	}
+	f := false
+	m := ownerRefsPatchMeta{ResourceVersion: obj.GetResourceVersion()}
+	for _, ref := range n.getOwners() {
+		ref.BlockOwnerDeletion = &f
+		m.OwnerReferences = append(m.OwnerReferences, ref)
+	}
+	return json.Marshal(ownerRefsPatch{m})
+}
