@@ -21,6 +21,9 @@ func initFuncs() map[string]InitFunc {
 		names.NodeLifecycleController:              newNodeLifecycleController,
 		names.TaintEvictionController:              newTaintEvictionController,
 		names.GarbageCollectorController:           newGarbageCollectorController,
+		names.JobController:                        newJobController,
+		names.TTLAfterFinishedController:           newTTLAfterFinishedController,
+		names.PodGarbageCollectorController:        newPodGarbageCollectorController,
 		// The ServiceAccount token controller needs the root client
 		// builder, so Run installs its init func.
 	}

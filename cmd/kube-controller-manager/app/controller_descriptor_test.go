@@ -68,7 +68,8 @@ func TestImplementedControllers(t *testing.T) {
 	descs := NewControllerDescriptors()
 	for _, name := range []string{names.DeploymentController, names.ReplicaSetController, names.ReplicationControllerController,
 		names.ServiceAccountController, names.RootCACertificatePublisherController, names.NamespaceController,
-		names.NodeLifecycleController, names.TaintEvictionController, names.GarbageCollectorController} {
+		names.NodeLifecycleController, names.TaintEvictionController, names.GarbageCollectorController,
+		names.JobController, names.TTLAfterFinishedController, names.PodGarbageCollectorController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

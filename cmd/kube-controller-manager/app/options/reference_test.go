@@ -239,14 +239,14 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"controllers", "kube-api-qps", "leader-elect", "secure-port", "profiling", "kubeconfig",
 		"use-service-account-credentials", "feature-gates",
 		"node-monitor-period", "node-eviction-rate", "concurrent-namespace-syncs", "root-ca-file",
-		"concurrent-gc-syncs", "enable-garbage-collector",
+		"concurrent-gc-syncs", "enable-garbage-collector", "concurrent-job-syncs", "terminated-pod-gc-threshold",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)
 		}
 	}
 	for _, name := range []string{
-		"concurrent-job-syncs", "terminated-pod-gc-threshold",
+
 		"cluster-signing-cert-file", "allocate-node-cidrs", "cluster-cidr",
 		"concurrent-statefulset-syncs",
 	} {

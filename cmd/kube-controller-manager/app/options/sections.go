@@ -58,6 +58,9 @@ var controllersReadingFlags = sets.New(
 	sectionNamespace,
 	sectionNodeLifecycle,
 	sectionGarbageCollector,
+	sectionJob,
+	sectionTTLAfterFinished,
+	sectionPodGC,
 )
 
 // controllerSections are the sections named after a controller.
