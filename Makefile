@@ -8,11 +8,14 @@ GIT_TREE     := $(shell git diff --quiet HEAD 2>/dev/null && echo clean || echo 
 KUBE_VERSION ?= v1.37.2-kcmclone
 BUILD_DATE   := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG  := k8s.io/component-base/version
-LDFLAGS      := -X $(VERSION_PKG).gitVersion=$(KUBE_VERSION) \
-                -X $(VERSION_PKG).gitMajor=1 -X $(VERSION_PKG).gitMinor=37 \
-                -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) \
-                -X $(VERSION_PKG).gitTreeState=$(GIT_TREE) \
-                -X $(VERSION_PKG).buildDate=$(BUILD_DATE)
+# Both version packages, as upstream's build does: component-base's for
+# --version and metrics, client-go's for the user agent of every request.
+VERSION_LDFLAGS = -X $(1).gitVersion=$(KUBE_VERSION) \
+                -X $(1).gitMajor=1 -X $(1).gitMinor=37 \
+                -X $(1).gitCommit=$(GIT_COMMIT) \
+                -X $(1).gitTreeState=$(GIT_TREE) \
+                -X $(1).buildDate=$(BUILD_DATE)
+LDFLAGS      := $(call VERSION_LDFLAGS,$(VERSION_PKG)) $(call VERSION_LDFLAGS,k8s.io/client-go/pkg/version)
 GOLANGCI_LINT_VERSION := v2.15.0
 STAGING      := staging/src/github.com/kcmclone/controller-manager
 # Packages of the root module with unit tests (integration and e2e run apart).
@@ -57,3 +60,8 @@ conformance: build
 
 clean:
 	rm -rf _output
+
+## bench: Deployment scale bench, ours vs upstream's KCM (BENCH_DEPLOYMENTS=100 BENCH_REPLICAS=10; table in _output/bench/deployments.md).
+.PHONY: bench
+bench: build
+	hack/bench/deployments.sh

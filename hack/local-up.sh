@@ -6,7 +6,8 @@
 # Environment: KCM_LOCAL_NODES (3), KCM_LOCAL_APISERVER_PORT (6443),
 # KCM_LOCAL_KCM_FLAGS (extra flags for our binary), KCM_LOCAL_DIR (_output/local),
 # KCM_LOCAL_KCM_BINARY (the controller manager to run; default our
-# _output/bin/kube-controller-manager, e.g. _output/bin/kube-controller-manager-upstream).
+# _output/bin/kube-controller-manager, e.g. _output/bin/kube-controller-manager-upstream),
+# KCM_LOCAL_APISERVER_FLAGS (extra flags for kube-apiserver, e.g. auditing).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -72,13 +73,14 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:${ETCD_PORT}/health"
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "${TOKEN},admin,admin,\"system:masters\"" > "${DIR}/certs/tokens.csv"
 openssl genrsa -out "${DIR}/certs/sa.key" 2048 2>/dev/null
+# shellcheck disable=SC2086
 start kube-apiserver "${BIN}/kube-apiserver" --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="${API_PORT}" \
   --cert-dir="${DIR}/certs" --token-auth-file="${DIR}/certs/tokens.csv" --authorization-mode=Node,RBAC \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="${DIR}/certs/sa.key" --service-account-signing-key-file="${DIR}/certs/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 \
-  --endpoint-reconciler-type=none
+  --endpoint-reconciler-type=none ${KCM_LOCAL_APISERVER_FLAGS:-}
 
 KUBECONFIG_FILE="${DIR}/kubeconfig"
 cat > "${KUBECONFIG_FILE}" <<KCFG

@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +91,32 @@ func TestUnreachableAPIServerExitsOne(t *testing.T) {
 	}
 	if took < 9*time.Second || took > 40*time.Second {
 		t.Fatalf("exited after %s, want about 10s of waiting", took)
+	}
+}
+
+// Requests carry upstream's user agent shape with this build's version:
+// kube-controller-manager/<version> (<os>/<arch>) kubernetes/<commit>/<name>.
+func TestUserAgent(t *testing.T) {
+	agents := make(chan string, 100)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case agents <- r.UserAgent():
+		default:
+		}
+		http.Error(w, "not ready", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	kc := filepath.Join(t.TempDir(), "fake.kubeconfig")
+	if err := framework.WriteKubeconfig(kc, srv.URL, "token"); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runKCM(t, "--kubeconfig="+kc, "--secure-port=0")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, tail(out, 1000))
+	}
+	ua := <-agents
+	want := regexp.MustCompile(`^kube-controller-manager/v1\.37\.\d+\S* \(` + runtime.GOOS + `/` + runtime.GOARCH + `\) kubernetes/\w+/kube-controller-manager$`)
+	if !want.MatchString(ua) {
+		t.Fatalf("user agent %q does not match %s", ua, want)
 	}
 }

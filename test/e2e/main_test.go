@@ -23,20 +23,15 @@ var kcmBinary string
 func TestMain(m *testing.M) {
 	kcmBinary = os.Getenv("KCM_BINARY")
 	if kcmBinary == "" {
-		dir, err := os.MkdirTemp("", "kcm-e2e-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		kcmBinary = filepath.Join(dir, "kube-controller-manager")
-		build := exec.Command("go", "build", "-o", kcmBinary, "./cmd/kube-controller-manager")
+		// Built as `make build` does, so version stamps are real.
+		build := exec.Command("make", "build")
 		build.Dir = framework.RepoRoot()
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building kube-controller-manager:", err)
 			os.Exit(1)
 		}
-		defer func() { _ = os.RemoveAll(dir) }()
+		kcmBinary = filepath.Join(framework.BinDir(), "kube-controller-manager")
 	}
 	framework.Main(m)
 }

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Summarises one bench run: the kube-apiserver audit log (requests made by the
+controller manager inside the workload window) plus the timings and process
+figures the shell script recorded. Prints one JSON object.
+
+  analyze.py AUDIT_LOG FACTS_FILE   (FACTS_FILE: key=value lines)
+"""
+import json
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+
+# Client-go names the agent after os.Args[0]: upstream's binary is installed as
+# kube-controller-manager-upstream, so its agent starts with that.
+UA_PREFIXES = ("kube-controller-manager/", "kube-controller-manager-upstream/")
+SA_PREFIX = "system:serviceaccount:kube-system:"
+MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
+READING = {"get", "list", "watch"}
+
+
+def ts(s):
+    # 2026-11-23T05:54:20.123456Z
+    s = s.rstrip("Z")
+    if "." in s:
+        head, frac = s.split(".", 1)
+        s = head + "." + (frac + "000000")[:6]
+        fmt = "%Y-%m-%dT%H:%M:%S.%f"
+    else:
+        fmt = "%Y-%m-%dT%H:%M:%S"
+    return datetime.strptime(s, fmt).replace(tzinfo=timezone.utc).timestamp()
+
+
+def controller(ua):
+    # kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/abcdef/system:serviceaccount:kube-system:deployment-controller
+    # (no trailing name: the base client).
+    parts = ua.split(" ", 2)
+    tail = parts[2] if len(parts) == 3 else ""
+    bits = tail.split("/", 2)
+    name = bits[2] if len(bits) == 3 else "(base client)"
+    if name.startswith(SA_PREFIX):
+        name = name[len(SA_PREFIX):]
+    return name or "(none)"
+
+
+def main():
+    audit, facts_file = sys.argv[1], sys.argv[2]
+    facts = {}
+    with open(facts_file) as f:
+        for line in f:
+            line = line.strip()
+            if "=" in line:
+                k, v = line.split("=", 1)
+                facts[k] = v
+    start, end = float(facts["window_start"]), float(facts["window_end"])
+
+    verbs, ctrls, codes = Counter(), Counter(), Counter()
+    ctrl_mut = Counter()
+    total_all = 0
+    uas = set()
+    with open(audit) as f:
+        for line in f:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            ua = ev.get("userAgent", "")
+            if not ua.startswith(UA_PREFIXES):
+                continue
+            stage = ev.get("stage")
+            t = ts(ev.get("requestReceivedTimestamp", "1970-01-01T00:00:00Z"))
+            if not (start <= t <= end):
+                continue
+            if stage == "RequestReceived":
+                total_all += 1
+                v = ev.get("verb", "?")
+                verbs[v] += 1
+                c = controller(ua)
+                ctrls[c] += 1
+                if v in MUTATING:
+                    ctrl_mut[c] += 1
+                uas.add(ua.split(" ", 1)[0])
+            elif stage == "ResponseComplete":
+                code = (ev.get("responseStatus") or {}).get("code", 0)
+                if code == 409:
+                    codes["409"] += 1
+                elif code >= 400:
+                    codes["4xx/5xx other"] += 1
+
+    out = {k: facts[k] for k in facts}
+    out.update({
+        "requests_total": total_all,
+        "requests_mutating": sum(n for v, n in verbs.items() if v in MUTATING),
+        "requests_reading": sum(n for v, n in verbs.items() if v in READING),
+        "verbs": dict(verbs),
+        "controllers": dict(ctrls),
+        "controllers_mutating": dict(ctrl_mut),
+        "errors": dict(codes),
+        "user_agents": sorted(uas),
+    })
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
+    print()
+
+
+if __name__ == "__main__":
+    main()
