@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/kcmclone/controller-manager v0.0.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/time v0.15.0

@@ -22,6 +22,7 @@ func initFuncs() map[string]InitFunc {
 		names.TaintEvictionController:              newTaintEvictionController,
 		names.GarbageCollectorController:           newGarbageCollectorController,
 		names.JobController:                        newJobController,
+		names.CronJobController:                    newCronJobController,
 		names.TTLAfterFinishedController:           newTTLAfterFinishedController,
 		names.PodGarbageCollectorController:        newPodGarbageCollectorController,
 		// The ServiceAccount token controller needs the root client

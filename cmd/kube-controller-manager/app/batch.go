@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/cronjob"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/job"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/podgc"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/ttlafterfinished"
@@ -39,4 +41,17 @@ func newPodGarbageCollectorController(ctx context.Context, cc ControllerContext,
 	gc := podgc.NewPodGC(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(),
 		int(cc.ComponentConfig.PodGCController.TerminatedPodGCThreshold))
 	return newControllerLoop(name, gc.Run), nil
+}
+
+func newCronJobController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("cronjob-controller")
+	if err != nil {
+		return nil, err
+	}
+	cjc, err := cronjob.NewControllerV2(ctx, cc.InformerFactory.Batch().V1().Jobs(), cc.InformerFactory.Batch().V1().CronJobs(), client)
+	if err != nil {
+		return nil, fmt.Errorf("creating CronJob controller V2: %w", err)
+	}
+	workers := int(cc.ComponentConfig.CronJobController.ConcurrentCronJobSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { cjc.Run(ctx, workers) }), nil
 }

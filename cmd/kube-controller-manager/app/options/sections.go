@@ -61,6 +61,7 @@ var controllersReadingFlags = sets.New(
 	sectionJob,
 	sectionTTLAfterFinished,
 	sectionPodGC,
+	sectionCronJob,
 )
 
 // controllerSections are the sections named after a controller.
