@@ -23,6 +23,8 @@ func initFuncs() map[string]InitFunc {
 		names.GarbageCollectorController:           newGarbageCollectorController,
 		names.JobController:                        newJobController,
 		names.CronJobController:                    newCronJobController,
+		names.EndpointSliceController:              newEndpointSliceController,
+		names.EndpointsController:                  newEndpointsController,
 		names.TTLAfterFinishedController:           newTTLAfterFinishedController,
 		names.PodGarbageCollectorController:        newPodGarbageCollectorController,
 		// The ServiceAccount token controller needs the root client

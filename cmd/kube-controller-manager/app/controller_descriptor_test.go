@@ -69,7 +69,8 @@ func TestImplementedControllers(t *testing.T) {
 	for _, name := range []string{names.DeploymentController, names.ReplicaSetController, names.ReplicationControllerController,
 		names.ServiceAccountController, names.RootCACertificatePublisherController, names.NamespaceController,
 		names.NodeLifecycleController, names.TaintEvictionController, names.GarbageCollectorController,
-		names.JobController, names.TTLAfterFinishedController, names.PodGarbageCollectorController, names.CronJobController} {
+		names.JobController, names.TTLAfterFinishedController, names.PodGarbageCollectorController, names.CronJobController,
+		names.EndpointSliceController, names.EndpointsController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

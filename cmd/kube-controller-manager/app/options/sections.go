@@ -62,6 +62,8 @@ var controllersReadingFlags = sets.New(
 	sectionTTLAfterFinished,
 	sectionPodGC,
 	sectionCronJob,
+	sectionEndpoints,
+	sectionEndpointSlice,
 )
 
 // controllerSections are the sections named after a controller.

@@ -1,0 +1,34 @@
+package app
+
+import (
+	"context"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpoint"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslice"
+)
+
+func newEndpointSliceController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("endpointslice-controller")
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.ComponentConfig.EndpointSliceController
+	f := cc.InformerFactory
+	esc := endpointslice.NewController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Nodes(),
+		f.Discovery().V1().EndpointSlices(), cfg.MaxEndpointsPerSlice, client, cfg.EndpointUpdatesBatchPeriod.Duration)
+	workers := int(cfg.ConcurrentServiceEndpointSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { esc.Run(ctx, workers) }), nil
+}
+
+func newEndpointsController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("endpoint-controller")
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.ComponentConfig.EndpointController
+	f := cc.InformerFactory
+	ec := endpoint.NewEndpointController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(),
+		client, cfg.EndpointUpdatesBatchPeriod.Duration)
+	workers := int(cfg.ConcurrentEndpointSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { ec.Run(ctx, workers) }), nil
+}
