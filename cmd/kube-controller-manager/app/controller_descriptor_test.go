@@ -70,7 +70,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.ServiceAccountController, names.RootCACertificatePublisherController, names.NamespaceController,
 		names.NodeLifecycleController, names.TaintEvictionController, names.GarbageCollectorController,
 		names.JobController, names.TTLAfterFinishedController, names.PodGarbageCollectorController, names.CronJobController,
-		names.EndpointSliceController, names.EndpointsController} {
+		names.EndpointSliceController, names.EndpointsController, names.CertificateSigningRequestApprovingController,
+		names.CertificateSigningRequestCleanerController, names.ClusterRoleAggregationController, names.TTLController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}
