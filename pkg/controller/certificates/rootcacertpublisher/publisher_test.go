@@ -234,8 +234,10 @@ func TestPublisherRun(t *testing.T) {
 			creates++
 		}
 	}
-	if creates != 2 {
-		t.Fatalf("%d creates, want 2", creates)
+	// Two creates are needed; a sync racing the informer may try a third,
+	// which fails with AlreadyExists (the fake client records it anyway).
+	if creates < 2 || creates > 3 {
+		t.Fatalf("%d creates, want 2 (or 3 with one lost race)", creates)
 	}
 }
 
