@@ -55,12 +55,7 @@ func rollingDeployment(name string, replicas int32, surge, unavailable int) *app
 // A rolling update (10 replicas, maxSurge 3, maxUnavailable 2) driven by a
 // slow kubelet never has more than 13 pods nor fewer than 8 ready ones.
 func TestDeploymentRollingUpdateBoundsEveryStep(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-steps")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	c, ns, ctx := startTest(t, "deploy-steps", false)
 	stepKubelet(ctx, c, ns, 2, 200*time.Millisecond, nil)
 
 	d, err := c.AppsV1().Deployments(ns).Create(ctx, rollingDeployment("steps", 10, 3, 2), metav1.CreateOptions{})
@@ -140,13 +135,7 @@ func TestDeploymentRollingUpdateBoundsEveryStep(t *testing.T) {
 
 // Recreate deletes every old pod before the first new pod is created.
 func TestDeploymentRecreateOldPodsGoneFirst(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-recreate")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	framework.Kubelet{Client: c}.Run(ctx, ns)
+	c, ns, ctx := startTest(t, "deploy-recreate", true)
 
 	d := kubectlDeployment("recreate", 3)
 	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
@@ -207,12 +196,7 @@ func TestDeploymentRecreateOldPodsGoneFirst(t *testing.T) {
 // Scaling a stalled rollout (old 8, new 5 of 10 with maxSurge 3) to 20
 // spreads the 10 extra replicas proportionally: old 8*23/13=14, new 9.
 func TestDeploymentProportionalScaling(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-prop")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	c, ns, ctx := startTest(t, "deploy-prop", false)
 	// Only pods of the original template ever become ready.
 	stepKubelet(ctx, c, ns, 100, 100*time.Millisecond, func(p *v1.Pod) bool { return p.Spec.Containers[0].Image == "nginx" })
 
@@ -276,13 +260,7 @@ func TestDeploymentResumedConditionWritten(t *testing.T) {
 }
 
 func pauseResume(t *testing.T, checkResumed bool) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-pause")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	framework.Kubelet{Client: c}.Run(ctx, ns)
+	c, ns, ctx := startTest(t, "deploy-pause", true)
 
 	d, err := c.AppsV1().Deployments(ns).Create(ctx, kubectlDeployment("pause", 2), metav1.CreateOptions{})
 	if err != nil {
@@ -352,11 +330,7 @@ func pauseResume(t *testing.T, checkResumed bool) {
 
 // Pods that never become ready exceed a 2s progress deadline.
 func TestDeploymentProgressDeadlineExceeded(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-deadline")
-	runControllers(t, c)
-	ctx := context.Background()
+	c, ns, ctx := startTest(t, "deploy-deadline", false)
 
 	d := kubectlDeployment("deadline", 2)
 	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](2)
@@ -375,13 +349,7 @@ func TestDeploymentProgressDeadlineExceeded(t *testing.T) {
 
 // revisionHistoryLimit 1 keeps the current ReplicaSet and one old one.
 func TestDeploymentRevisionHistoryLimit(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-history")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	framework.Kubelet{Client: c}.Run(ctx, ns)
+	c, ns, ctx := startTest(t, "deploy-history", true)
 
 	d := kubectlDeployment("hist", 2)
 	d.Spec.RevisionHistoryLimit = ptr.To[int32](1)
@@ -412,11 +380,7 @@ func TestDeploymentRevisionHistoryLimit(t *testing.T) {
 // Scaling down deletes the unscheduled/pending pod first, then the
 // running-but-not-ready one, keeping the ready pod.
 func TestReplicaSetScaleDownRanking(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "rs-rank")
-	runControllers(t, c)
-	ctx := context.Background()
+	c, ns, ctx := startTest(t, "rs-rank", false)
 
 	lbl := map[string]string{"app": "rank"}
 	rs := &appsv1.ReplicaSet{
@@ -495,11 +459,7 @@ func TestReplicaSetScaleDownRanking(t *testing.T) {
 // the resourcequota controller by writing quota status itself: admission
 // refuses pods while status.hard is unset, and then updates status.used.
 func TestReplicaSetQuotaFailureCondition(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "rs-quota")
-	runControllers(t, c)
-	ctx := context.Background()
+	c, ns, ctx := startTest(t, "rs-quota", false)
 
 	rq := &v1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods"},

@@ -41,6 +41,22 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	go rsc.Run(ctx, 5)
 }
 
+// startTest gives a test a fresh namespace with both controllers running
+// and, with kubelet, every new pod marked Running and Ready; ctx ends with
+// the test.
+func startTest(t *testing.T, nsPrefix string, kubelet bool) (clientset.Interface, string, context.Context) {
+	t.Helper()
+	c := framework.Shared(t).Client(t)
+	ns := framework.CreateNamespace(t, c, nsPrefix)
+	runControllers(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if kubelet {
+		framework.Kubelet{Client: c}.Run(ctx, ns)
+	}
+	return c, ns, ctx
+}
+
 // kubectlDeployment is what `kubectl create deployment <name> --image=nginx
 // --replicas=N` sends.
 func kubectlDeployment(name string, replicas int32) *appsv1.Deployment {
@@ -82,13 +98,7 @@ func podsOf(ctx context.Context, c clientset.Interface, ns string, sel map[strin
 // upstream v1.37.2 (golden values from ../shared/reference/golden.md), and
 // the Deployment converges to Available.
 func TestDeploymentGoldenNameAndConvergence(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-golden")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	framework.Kubelet{Client: c}.Run(ctx, ns)
+	c, ns, ctx := startTest(t, "deploy-golden", true)
 
 	d, err := c.AppsV1().Deployments(ns).Create(ctx, kubectlDeployment("web", 3), metav1.CreateOptions{})
 	if err != nil {
@@ -156,13 +166,7 @@ func TestDeploymentGoldenNameAndConvergence(t *testing.T) {
 // A template change rolls out a new ReplicaSet and scales the old one to
 // zero, never going below replicas - maxUnavailable available pods.
 func TestDeploymentRollingUpdate(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "deploy-rolling")
-	runControllers(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	framework.Kubelet{Client: c}.Run(ctx, ns)
+	c, ns, ctx := startTest(t, "deploy-rolling", true)
 
 	d, err := c.AppsV1().Deployments(ns).Create(ctx, kubectlDeployment("roll", 4), metav1.CreateOptions{})
 	if err != nil {
@@ -212,11 +216,7 @@ func TestDeploymentRollingUpdate(t *testing.T) {
 // A bare ReplicaSet keeps its pod count, adopts matching orphans and
 // releases pods whose labels stop matching.
 func TestReplicaSetScaleAdoptRelease(t *testing.T) {
-	cp := framework.Shared(t)
-	c := cp.Client(t)
-	ns := framework.CreateNamespace(t, c, "rs-basic")
-	runControllers(t, c)
-	ctx := context.Background()
+	c, ns, ctx := startTest(t, "rs-basic", false)
 
 	lbl := map[string]string{"app": "rs"}
 	orphan := &v1.Pod{
