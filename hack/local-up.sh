@@ -7,7 +7,8 @@
 # KCM_LOCAL_KCM_FLAGS (extra flags for our binary), KCM_LOCAL_DIR (_output/local),
 # KCM_LOCAL_KCM_BINARY (the controller manager to run; default our
 # _output/bin/kube-controller-manager, e.g. _output/bin/kube-controller-manager-upstream),
-# KCM_LOCAL_APISERVER_FLAGS (extra flags for kube-apiserver, e.g. auditing).
+# KCM_LOCAL_APISERVER_FLAGS (extra flags for kube-apiserver, e.g. auditing),
+# KCM_LOCAL_KWOK_FLAGS (extra flags for kwok, e.g. --config=FILE).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -109,9 +110,10 @@ start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
 
 STAGES=()
 for f in "${ROOT}"/_output/kwok-stages/*.yaml; do STAGES+=(--config="${f}"); done
+# shellcheck disable=SC2086
 start kwok "${BIN}/kwok" --kubeconfig="${KUBECONFIG_FILE}" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --cidr=10.244.0.0/16 --node-ip=127.0.0.1 "${STAGES[@]}"
+  --cidr=10.244.0.0/16 --node-ip=127.0.0.1 "${STAGES[@]}" ${KCM_LOCAL_KWOK_FLAGS:-}
 
 for i in $(seq 0 $((NODES - 1))); do
   cat <<NODE | "${KUBECTL[@]}" apply -f - >/dev/null
