@@ -177,8 +177,18 @@ stop_cluster() {
   kill -KILL "${pid}" 2>/dev/null || true
   wait "${pid}" 2>/dev/null || true
 }
-trap stop_cluster EXIT
-trap 'stop_cluster; exit 130' INT TERM
+E2E_PID=""
+# shellcheck disable=SC2317  # called from the traps
+stop_e2e() {
+  [[ -n "${E2E_PID}" ]] || return 0
+  log "interrupting e2e.test (pid ${E2E_PID})"
+  kill -INT "${E2E_PID}" 2>/dev/null || true
+  for _ in $(seq 1 600); do kill -0 "${E2E_PID}" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "${E2E_PID}" 2>/dev/null || true
+  E2E_PID=""
+}
+trap 'stop_e2e; stop_cluster' EXIT
+trap 'stop_e2e; stop_cluster; exit 130' INT TERM
 
 # start_bed KCM BINARY DIR: hack/local-up.sh in the background on free ports,
 # with its state and logs in DIR/cluster; returns once it says it is up.
@@ -273,9 +283,15 @@ run_one() {
 
   log "[${kcm}] running e2e.test (timeout ${CONFORMANCE_TIMEOUT:-30m}), log ${dir}/e2e.log"
   start=${SECONDS}
+  # In the background so that a signal to this script is handled at once:
+  # the INT/TERM trap interrupts e2e.test (ginkgo still writes its reports),
+  # then stops the bed.
   set +e
-  "${BIN}/e2e.test" "${args[@]}" >"${dir}/e2e.log" 2>&1
+  "${BIN}/e2e.test" "${args[@]}" >"${dir}/e2e.log" 2>&1 &
+  E2E_PID=$!
+  wait "${E2E_PID}"
   RUN_RC=$?
+  E2E_PID=""
   set -e
   echo "$((SECONDS - start))" > "${dir}/duration"
   log "[${kcm}] e2e.test exited ${RUN_RC} after $((SECONDS - start))s; log ${dir}/e2e.log"
