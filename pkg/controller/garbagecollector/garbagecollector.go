@@ -466,17 +466,24 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 		// An owner waits on us and we have dependents: delete in foreground
 		// too. If a dependent also deletes in foreground this may be a cycle;
 		// stop blocking our owners first so it cannot deadlock.
-		for _, dep := range item.getDependents() {
-			if dep.isDeletingDependents() {
+		if unblocked := unblockedOwnerReferences(refs); len(unblocked) != 0 {
+			for _, dep := range item.getDependents() {
+				if !dep.isDeletingDependents() {
+					continue
+				}
 				logger.V(2).Info("processing item, some of its owners and its dependent have FinalizerDeletingDependents, to prevent potential cycle, its ownerReferences are going to be modified to be non-blocking, then the item is going to be deleted with Foreground",
 					"item", item.identity, "dependent", dep.identity)
-				p, err := item.unblockOwnerReferencesStrategicMergePatch()
+				p, err := item.unblockOwnerReferencesStrategicMergePatch(unblocked)
 				if err != nil {
 					return err
 				}
-				if _, err := gc.patch(ctx, item, p, gc.unblockOwnerReferencesJSONMergePatch); err != nil {
+				patched, err := gc.patch(ctx, item, p, gc.unblockOwnerReferencesJSONMergePatch)
+				if err != nil {
 					return err
 				}
+				// Delete at the patched version, so the delete's precondition
+				// does not trip over our own write.
+				latest = patched
 				break
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"k8s.io/utils/ptr"
 	"reflect"
 	"strings"
 	"testing"
@@ -297,6 +298,56 @@ func TestDependentWithDependentsOfForegroundOwnerGoesForeground(t *testing.T) {
 	dels := g.deleteActions()
 	if len(dels) != 1 || dels[0].Name != "mid" || *dels[0].DeleteOptions.PropagationPolicy != metav1.DeletePropagationForeground {
 		t.Errorf("deletes = %+v", dels)
+	}
+}
+
+// In a cycle a→c→b→a with a deleting in foreground, c (owner b waiting,
+// dependent a deleting) first stops blocking b, then goes foreground too.
+// Retried once its reference is already non-blocking, it must not patch
+// again: a null ownerReferences list would strip every owner from c.
+func TestCycleMemberUnblocksOwnersOnceThenDeletes(t *testing.T) {
+	a := deletingWith(cm("ns", "a", "a-uid", blocking(ref("ConfigMap", "c", "c-uid"))), metav1.FinalizerDeleteDependents)
+	b := deletingWith(cm("ns", "b", "b-uid", blocking(ref("ConfigMap", "a", "a-uid"))), metav1.FinalizerDeleteDependents)
+	c := cm("ns", "c", "c-uid", blocking(ref("ConfigMap", "b", "b-uid")))
+	g := newTestGC(t, a, b, c)
+	for _, o := range []*metav1.PartialObjectMetadata{a, b, c} {
+		g.observe(addEvent, o, nil)
+	}
+	if err := g.attemptToDeleteItem(g.ctx, g.node("c-uid")); err != nil {
+		t.Fatal(err)
+	}
+	patches := g.patchActions()
+	if len(patches) != 1 || !strings.Contains(string(patches[0].Patch), `"blockOwnerDeletion":false`) {
+		t.Fatalf("want one unblocking patch, got %v", g.actions())
+	}
+	dels := g.deleteActions()
+	if len(dels) != 1 || *dels[0].DeleteOptions.PropagationPolicy != metav1.DeletePropagationForeground {
+		t.Fatalf("want a foreground delete of c, got %v", g.actions())
+	}
+
+	// A retry finds c's reference already non-blocking: no patch this time.
+	unblocked := cm("ns", "c", "c-uid", ref("ConfigMap", "b", "b-uid"))
+	unblocked.OwnerReferences[0].BlockOwnerDeletion = ptr.To(false)
+	g = newTestGC(t, a, b, unblocked)
+	for _, o := range []*metav1.PartialObjectMetadata{a, b, unblocked} {
+		g.observe(addEvent, o, nil)
+	}
+	if err := g.attemptToDeleteItem(g.ctx, g.node("c-uid")); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.patchActions()) != 0 || len(g.deleteActions()) != 1 {
+		t.Errorf("want only a foreground delete, got %v", g.actions())
+	}
+}
+
+func TestUnblockPatchNeverClearsOwnerReferences(t *testing.T) {
+	n := &node{identity: objectReference{OwnerReference: metav1.OwnerReference{UID: "u"}}}
+	p, err := n.unblockOwnerReferencesStrategicMergePatch(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(p), "ownerReferences") {
+		t.Errorf("patch %s would replace the owner references", p)
 	}
 }
 

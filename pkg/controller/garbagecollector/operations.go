@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"reflect"
 	"slices"
 
@@ -197,18 +198,23 @@ func (gc *GarbageCollector) deleteOwnerRefJSONMergePatch(ctx context.Context, it
 	return json.Marshal(ownerRefsPatch{m})
 }
 
-// unblockOwnerReferencesStrategicMergePatch sets blockOwnerDeletion=false
-// on n's blocking references (merged by UID), preconditioned on n's UID.
-func (n *node) unblockOwnerReferencesStrategicMergePatch() ([]byte, error) {
-	f := false
-	var refs []metav1.OwnerReference
-	for _, ref := range n.getOwners() {
+// unblockedOwnerReferences returns refs' blocking references with
+// blockOwnerDeletion set to false, or nothing when none blocks.
+func unblockedOwnerReferences(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for _, ref := range refs {
 		if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
-			ref.BlockOwnerDeletion = &f
-			refs = append(refs, ref)
+			ref.BlockOwnerDeletion = ptr.To(false)
+			out = append(out, ref)
 		}
 	}
-	return json.Marshal(uidOwnerRefsPatch{uidOwnerRefsPatchMeta{UID: n.identity.UID, OwnerReferences: refs}})
+	return out
+}
+
+// unblockOwnerReferencesStrategicMergePatch sets blockOwnerDeletion=false
+// on the given references (merged by UID), preconditioned on n's UID.
+func (n *node) unblockOwnerReferencesStrategicMergePatch(unblocked []metav1.OwnerReference) ([]byte, error) {
+	return json.Marshal(uidOwnerRefsPatch{uidOwnerRefsPatchMeta{UID: n.identity.UID, OwnerReferences: unblocked}})
 }
 
 type uidOwnerRefsPatch struct {
@@ -216,8 +222,10 @@ type uidOwnerRefsPatch struct {
 }
 
 type uidOwnerRefsPatchMeta struct {
-	UID             types.UID               `json:"uid"`
-	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+	UID types.UID `json:"uid"`
+	// omitempty: a null list in a strategic merge patch deletes every
+	// owner reference, which would orphan the object.
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
 }
 
 func (gc *GarbageCollector) unblockOwnerReferencesJSONMergePatch(ctx context.Context, n *node) ([]byte, error) {
@@ -225,10 +233,9 @@ func (gc *GarbageCollector) unblockOwnerReferencesJSONMergePatch(ctx context.Con
 	if err != nil {
 		return nil, err
 	}
-	f := false
 	m := ownerRefsPatchMeta{ResourceVersion: obj.GetResourceVersion()}
-	for _, ref := range n.getOwners() {
-		ref.BlockOwnerDeletion = &f
+	for _, ref := range obj.GetOwnerReferences() {
+		ref.BlockOwnerDeletion = ptr.To(false)
 		m.OwnerReferences = append(m.OwnerReferences, ref)
 	}
 	return json.Marshal(ownerRefsPatch{m})

@@ -372,3 +372,56 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+// Upstream's conformance case: a foreground delete inside an ownership
+// cycle (a→c, b→a, c→b, every reference blocking) must delete the whole
+// cycle, not deadlock and not orphan anyone.
+func TestForegroundDeletionBreaksDependencyCycle(t *testing.T) {
+	c, _ := runGC(t)
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "gc-cycle")
+	a := create(t, c, ns, configMap("a"))
+	b := create(t, c, ns, configMap("b"))
+	cc := create(t, c, ns, configMap("c"))
+	addOwner := func(name string, owner *v1.ConfigMap) *v1.ConfigMap {
+		t.Helper()
+		p := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]}}`, owner.Name, owner.UID)
+		out, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a = addOwner("a", cc)
+	addOwner("b", a)
+	addOwner("c", b)
+
+	policy := metav1.DeletePropagationForeground
+	if err := c.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: metav1.NewUIDPreconditions(string(a.UID))}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, waitTimeout, "every configmap of the cycle to be deleted", func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var left []string
+		for _, cm := range list.Items {
+			if cm.Name != "kube-root-ca.crt" {
+				left = append(left, fmt.Sprintf("%s(deleting=%v finalizers=%v owners=%v)", cm.Name, cm.DeletionTimestamp != nil, cm.Finalizers, describeOwners(cm.OwnerReferences)))
+			}
+		}
+		if len(left) != 0 {
+			t.Logf("still present: %v", left)
+		}
+		return len(left) == 0, nil
+	})
+}
+
+func describeOwners(refs []metav1.OwnerReference) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, fmt.Sprintf("%s/block=%v", r.Name, ptr.Deref(r.BlockOwnerDeletion, false)))
+	}
+	return out
+}
