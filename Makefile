@@ -54,9 +54,11 @@ verify:
 run: build
 	hack/local-up.sh
 
-## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed (AREA=all|apps|deployment|...; CONFORMANCE_COMPARE=1 also runs upstream KCM); tables in _output/conformance.
+## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed, compared with upstream KCM's
+## results (AREA=all|replicaset-deployment|statefulset-daemonset|batch|namespace-gc|network-node;
+## ORACLE=1 refreshes test/conformance/upstream-results.txt; KCM_BIN=<binary> judges another binary).
 conformance: build
-	hack/conformance.sh $(AREA)
+	ORACLE=$(ORACLE) KCM_BIN=$(KCM_BIN) hack/conformance.sh $(AREA)
 
 clean:
 	rm -rf _output

@@ -34,12 +34,13 @@ build() {
 kwok_stages() {
   local src
   src=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  mkdir -p "${STAGES}"
+  rm -rf "${STAGES}"; mkdir -p "${STAGES}"
   # The node and pod lifecycles kwok plays: nodes become Ready and heartbeat
-  # through Leases; pods become Ready, complete, and go away when deleted.
+  # through Leases; pods become Ready and go away when deleted. How Job pods
+  # finish is ours: hack/kwok/pod-job-*.yaml.
   local f
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+           pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
     [[ -f "${src}/kustomize/stage/${f}" ]] || { log "missing kwok stage ${f}"; exit 1; }
     install -m 0644 "${src}/kustomize/stage/${f}" "${STAGES}/$(basename "${f}")"
   done

@@ -8,7 +8,10 @@
 # KCM_LOCAL_KCM_BINARY (the controller manager to run; default our
 # _output/bin/kube-controller-manager, e.g. _output/bin/kube-controller-manager-upstream),
 # KCM_LOCAL_APISERVER_FLAGS (extra flags for kube-apiserver, e.g. auditing),
-# KCM_LOCAL_KWOK_FLAGS (extra flags for kwok, e.g. --config=FILE).
+# KCM_LOCAL_KWOK_FLAGS (extra flags for kwok, e.g. --config=FILE),
+# KCM_LOCAL_EXTRA_KCM_BINARY and KCM_LOCAL_EXTRA_KCM_FLAGS (a second controller
+# manager beside the first, on its own port and Lease, e.g. upstream's running
+# the controllers the first leaves out with --controllers).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -108,8 +111,10 @@ start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
   --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
   --bind-address=127.0.0.1 --secure-port="$(free_port)" --leader-elect=false
 
+# kwok's settings (node Leases) and stages: upstream's for nodes and pod
+# readiness, ours (hack/kwok) for how Job pods finish.
 STAGES=()
-for f in "${ROOT}"/_output/kwok-stages/*.yaml; do STAGES+=(--config="${f}"); done
+for f in "${ROOT}"/_output/kwok-stages/*.yaml "${ROOT}"/hack/kwok/*.yaml; do STAGES+=(--config="${f}"); done
 # shellcheck disable=SC2086
 start kwok "${BIN}/kwok" --kubeconfig="${KUBECONFIG_FILE}" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
@@ -130,12 +135,20 @@ status:
 NODE
 done
 
+KCM_COMMON=(--kubeconfig="${KUBECONFIG_FILE}"
+  --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}"
+  --bind-address=127.0.0.1
+  --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/apiserver.crt"
+  --use-service-account-credentials=true --v=2)
 # shellcheck disable=SC2086
-start kube-controller-manager "${KCM_BINARY}" --kubeconfig="${KUBECONFIG_FILE}" \
-  --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
-  --bind-address=127.0.0.1 --secure-port="${KCM_PORT}" --cert-dir="${DIR}/kcm-certs" \
-  --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/apiserver.crt" \
-  --use-service-account-credentials=true --v=2 ${KCM_LOCAL_KCM_FLAGS:-}
+start kube-controller-manager "${KCM_BINARY}" "${KCM_COMMON[@]}" \
+  --secure-port="${KCM_PORT}" --cert-dir="${DIR}/kcm-certs" ${KCM_LOCAL_KCM_FLAGS:-}
+if [[ -n "${KCM_LOCAL_EXTRA_KCM_BINARY:-}" ]]; then
+  # shellcheck disable=SC2086
+  start kube-controller-manager-extra "${KCM_LOCAL_EXTRA_KCM_BINARY}" "${KCM_COMMON[@]}" \
+    --secure-port="$(free_port)" --cert-dir="${DIR}/kcm-extra-certs" \
+    --leader-elect-resource-name=kube-controller-manager-extra ${KCM_LOCAL_EXTRA_KCM_FLAGS:-}
+fi
 
 wait_for "${NODES} Ready nodes" 120 bash -c "[[ \$('${BIN}/kubectl' --kubeconfig='${KUBECONFIG_FILE}' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') -ge ${NODES} ]]"
 wait_for "the controller manager's lease" 60 bash -c "'${BIN}/kubectl' --kubeconfig='${KUBECONFIG_FILE}' -n kube-system get lease kube-controller-manager -o jsonpath='{.spec.holderIdentity}' | grep -q ."

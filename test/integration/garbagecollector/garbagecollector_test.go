@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
@@ -43,60 +43,86 @@ const (
 )
 
 var (
-	startOnce sync.Once
-	shared    *garbagecollector.GarbageCollector
+	gcMu         sync.Mutex
+	shared       *garbagecollector.GarbageCollector
+	stopSharedGC func()
 )
 
-// runGC starts one collector for the package, wired as the controller
-// manager wires it (typed informers where they exist, metadata otherwise,
-// a deferred discovery RESTMapper, periodic rediscovery). It runs until
-// the test binary exits.
-func runGC(t *testing.T) (clientset.Interface, *garbagecollector.GarbageCollector) {
+// startGC starts a collector wired as the controller manager wires it
+// (typed informers where they exist, metadata otherwise, a deferred
+// discovery RESTMapper, periodic rediscovery) and returns it with a stop
+// function that waits until it has stopped.
+func startGC(t *testing.T) (*garbagecollector.GarbageCollector, func()) {
 	t.Helper()
 	cp := framework.Shared(t)
-	startOnce.Do(func() {
-		cfg := rest.CopyConfig(cp.Config)
-		cfg.UserAgent = "generic-garbage-collector"
-		c, err := clientset.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		md, err := metadata.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mapperDC, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(mapperDC))
-		ctx := klog.NewContext(context.Background(), klog.Background())
-		typed := informers.NewSharedInformerFactory(c, 0)
-		mdf := metadatainformer.NewSharedInformerFactory(md, 0)
-		started := make(chan struct{})
-		gc, err := garbagecollector.NewGarbageCollector(ctx, c, md, mapper,
-			garbagecollector.DefaultIgnoredResources(), garbagecollector.NewInformerFactory(typed, mdf), started)
-		if err != nil {
-			t.Fatal(err)
-		}
-		typed.Start(ctx.Done())
-		mdf.Start(ctx.Done())
-		close(started)
-		go gc.Run(ctx, 5, 30*time.Second)
-		go gc.Sync(ctx, dc, syncPeriod)
-		shared = gc
-	})
-	if shared == nil {
-		t.Fatal("garbage collector failed to start")
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.UserAgent = "generic-garbage-collector"
+	c, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapperDC, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(mapperDC))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	typed := informers.NewSharedInformerFactory(c, 0)
+	mdf := metadatainformer.NewSharedInformerFactory(md, 0)
+	started := make(chan struct{})
+	gc, err := garbagecollector.NewGarbageCollector(ctx, c, md, mapper,
+		garbagecollector.DefaultIgnoredResources(), garbagecollector.NewInformerFactory(typed, mdf), started)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	typed.Start(ctx.Done())
+	mdf.Start(ctx.Done())
+	close(started)
+	var wg sync.WaitGroup
+	wg.Go(func() { gc.Run(ctx, 5, 30*time.Second) })
+	wg.Go(func() { gc.Sync(ctx, dc, syncPeriod) })
+	stop := func() {
+		cancel()
+		wg.Wait()
+		typed.Shutdown()
+		mdf.Shutdown()
 	}
 	framework.Eventually(t, waitTimeout, "garbage collector to sync", func(context.Context) (bool, error) {
-		return shared.IsSynced(klog.Background()), nil
+		return gc.IsSynced(klog.Background()), nil
 	})
-	return cp.Client(t), shared
+	return gc, stop
+}
+
+// runGC returns the package's shared collector, starting it if needed; it
+// runs until the test binary exits or a test stops it (stopShared).
+func runGC(t *testing.T) (clientset.Interface, *garbagecollector.GarbageCollector) {
+	t.Helper()
+	gcMu.Lock()
+	defer gcMu.Unlock()
+	if shared == nil {
+		shared, stopSharedGC = startGC(t)
+	}
+	return framework.Shared(t).Client(t), shared
+}
+
+// stopShared stops the shared collector, for a test that needs to be the
+// only one running; the next runGC starts a new one.
+func stopShared() {
+	gcMu.Lock()
+	defer gcMu.Unlock()
+	if shared != nil {
+		stopSharedGC()
+		shared, stopSharedGC = nil, nil
+	}
 }
 
 func configMap(name string, owners ...metav1.OwnerReference) *v1.ConfigMap {
@@ -293,46 +319,15 @@ func TestCustomResourceDiscoveredAfterStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := fmt.Sprintf("gc%d.example.com", time.Now().UnixNano()%100000)
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crd := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]interface{}{"name": "widgets." + group},
-		"spec": map[string]interface{}{
-			"group": group,
-			"scope": "Namespaced",
-			"names": map[string]interface{}{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-			"versions": []interface{}{map[string]interface{}{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]interface{}{"openAPIV3Schema": map[string]interface{}{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	crd := framework.CreateCRD(t, dyn, "Widget")
+	widgets := crd.GVR
+	newWidget := crd.NewObject
+	ns := framework.CreateNamespace(t, c, "gc-crd")
+	ownerW, err := dyn.Resource(widgets).Namespace(ns).Create(ctx, newWidget("owner"), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = dyn.Resource(crdGVR).Delete(context.Background(), "widgets."+group, metav1.DeleteOptions{})
-	})
-
-	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
-	ns := framework.CreateNamespace(t, c, "gc-crd")
-	newWidget := func(name string, owners ...metav1.OwnerReference) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": group + "/v1", "kind": "Widget"}}
-		u.SetName(name)
-		u.SetOwnerReferences(owners)
-		return u
-	}
-	// The CRD becomes servable asynchronously.
-	var ownerW *unstructured.Unstructured
-	framework.Eventually(t, waitTimeout, "widget owner to be created", func(ctx context.Context) (bool, error) {
-		ownerW, err = dyn.Resource(widgets).Namespace(ns).Create(ctx, newWidget("owner"), metav1.CreateOptions{})
-		return err == nil, nil
-	})
-	wref := metav1.OwnerReference{APIVersion: group + "/v1", Kind: "Widget", Name: "owner", UID: ownerW.GetUID()}
+	wref := metav1.OwnerReference{APIVersion: widgets.GroupVersion().String(), Kind: "Widget", Name: "owner", UID: ownerW.GetUID()}
 	if _, err := dyn.Resource(widgets).Namespace(ns).Create(ctx, newWidget("dep", wref), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -424,4 +419,243 @@ func describeOwners(refs []metav1.OwnerReference) []string {
 		out = append(out, fmt.Sprintf("%s/block=%v", r.Name, ptr.Deref(r.BlockOwnerDeletion, false)))
 	}
 	return out
+}
+
+// chain makes Deployment → ReplicaSet → Pod linked as the controllers link
+// them (controller references that block owner deletion). The pod is not
+// scheduled, so the apiserver deletes it at once.
+func chain(t *testing.T, c clientset.Interface, ns string) (*appsv1.Deployment, *appsv1.ReplicaSet, *v1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app": "chain"}
+	tmpl := v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+	d, err := c.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := func(apiVersion, kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	}
+	rs, err := c.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "d-1", OwnerReferences: ctrl("apps/v1", "Deployment", d.Name, d.UID)},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := c.CoreV1().Pods(ns).Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-1-x", Labels: labels, OwnerReferences: ctrl("apps/v1", "ReplicaSet", rs.Name, rs.UID)},
+		Spec: tmpl.Spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, rs, pod
+}
+
+func gone(err error) (bool, error) {
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// Each propagation policy over Deployment → ReplicaSet → Pod.
+func TestPropagationPoliciesOverDeploymentChain(t *testing.T) {
+	c, _ := runGC(t)
+	ctx := context.Background()
+
+	t.Run("Background", func(t *testing.T) {
+		ns := framework.CreateNamespace(t, c, "gc-chain-bg")
+		chain(t, c, ns)
+		policy := metav1.DeletePropagationBackground
+		if err := c.AppsV1().Deployments(ns).Delete(ctx, "d", metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, waitTimeout, "replicaset and pod to be collected", func(ctx context.Context) (bool, error) {
+			if ok, err := gone(errOf(c.AppsV1().ReplicaSets(ns).Get(ctx, "d-1", metav1.GetOptions{}))); !ok {
+				return false, err
+			}
+			return gone(errOf(c.CoreV1().Pods(ns).Get(ctx, "d-1-x", metav1.GetOptions{})))
+		})
+	})
+
+	t.Run("Foreground", func(t *testing.T) {
+		ns := framework.CreateNamespace(t, c, "gc-chain-fg")
+		_, _, pod := chain(t, c, ns)
+		// A finalizer holds the pod, so the chain's order can be seen.
+		if _, err := c.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		policy := metav1.DeletePropagationForeground
+		if err := c.AppsV1().Deployments(ns).Delete(ctx, "d", metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, waitTimeout, "the pod to be deleting", func(ctx context.Context) (bool, error) {
+			p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			return err == nil && p.DeletionTimestamp != nil, err
+		})
+		// Both owners wait for it, each with the foregroundDeletion finalizer.
+		d, err := c.AppsV1().Deployments(ns).Get(ctx, "d", metav1.GetOptions{})
+		if err != nil || !containsString(d.Finalizers, metav1.FinalizerDeleteDependents) {
+			t.Fatalf("deployment while its pod remains: %v, finalizers %v", err, d.Finalizers)
+		}
+		rs, err := c.AppsV1().ReplicaSets(ns).Get(ctx, "d-1", metav1.GetOptions{})
+		if err != nil || rs.DeletionTimestamp == nil || !containsString(rs.Finalizers, metav1.FinalizerDeleteDependents) {
+			t.Fatalf("replicaset while its pod remains: %v, %+v", err, rs.ObjectMeta)
+		}
+		if _, err := c.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, waitTimeout, "the whole chain to be gone", func(ctx context.Context) (bool, error) {
+			if ok, err := gone(errOf(c.AppsV1().ReplicaSets(ns).Get(ctx, "d-1", metav1.GetOptions{}))); !ok {
+				return false, err
+			}
+			return gone(errOf(c.AppsV1().Deployments(ns).Get(ctx, "d", metav1.GetOptions{})))
+		})
+	})
+
+	t.Run("Orphan", func(t *testing.T) {
+		ns := framework.CreateNamespace(t, c, "gc-chain-orphan")
+		_, rs, _ := chain(t, c, ns)
+		policy := metav1.DeletePropagationOrphan
+		if err := c.AppsV1().Deployments(ns).Delete(ctx, "d", metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, waitTimeout, "the deployment to be gone", func(ctx context.Context) (bool, error) {
+			return gone(errOf(c.AppsV1().Deployments(ns).Get(ctx, "d", metav1.GetOptions{})))
+		})
+		got, err := c.AppsV1().ReplicaSets(ns).Get(ctx, "d-1", metav1.GetOptions{})
+		if err != nil || len(got.OwnerReferences) != 0 {
+			t.Fatalf("orphaned replicaset: %v, owners %v", err, got.OwnerReferences)
+		}
+		// Orphaning is one level deep: the pod keeps its ReplicaSet.
+		p, err := c.CoreV1().Pods(ns).Get(ctx, "d-1-x", metav1.GetOptions{})
+		if err != nil || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != rs.UID {
+			t.Fatalf("pod of the orphaned replicaset: %v, owners %v", err, p.OwnerReferences)
+		}
+	})
+}
+
+func errOf[T any](_ T, err error) error { return err }
+
+// Foreground and orphan propagation over custom resources.
+func TestCustomResourcePropagation(t *testing.T) {
+	c, _ := runGC(t)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(framework.Shared(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := framework.CreateCRD(t, dyn, "Gadget")
+	ns := framework.CreateNamespace(t, c, "gc-cr-policies")
+	res := dyn.Resource(crd.GVR).Namespace(ns)
+	mk := func(name string, owners ...metav1.OwnerReference) *unstructured.Unstructured {
+		t.Helper()
+		u, err := res.Create(ctx, crd.NewObject(name, owners...), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	ref := func(u *unstructured.Unstructured) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: crd.GVR.GroupVersion().String(), Kind: crd.Kind, Name: u.GetName(), UID: u.GetUID(), BlockOwnerDeletion: ptr.To(true)}
+	}
+
+	fg := mk("fg-owner")
+	mk("fg-dep", ref(fg))
+	policy := metav1.DeletePropagationForeground
+	if err := res.Delete(ctx, "fg-owner", metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, waitTimeout, "foreground owner and dependent to be gone", func(ctx context.Context) (bool, error) {
+		if ok, err := gone(errOf(res.Get(ctx, "fg-dep", metav1.GetOptions{}))); !ok {
+			return false, err
+		}
+		return gone(errOf(res.Get(ctx, "fg-owner", metav1.GetOptions{})))
+	})
+
+	or := mk("orphan-owner")
+	mk("orphan-dep", ref(or))
+	policy = metav1.DeletePropagationOrphan
+	if err := res.Delete(ctx, "orphan-owner", metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, waitTimeout, "orphan owner to be gone", func(ctx context.Context) (bool, error) {
+		return gone(errOf(res.Get(ctx, "orphan-owner", metav1.GetOptions{})))
+	})
+	dep, err := res.Get(ctx, "orphan-dep", metav1.GetOptions{})
+	if err != nil || len(dep.GetOwnerReferences()) != 0 {
+		t.Fatalf("orphaned custom resource: %v, owners %v", err, dep.GetOwnerReferences())
+	}
+}
+
+// Deleting a CRD while its objects own others: the objects go with the CRD,
+// their dependents are collected, and the collector keeps working with the
+// resource's monitor gone.
+func TestCRDDeletedWhileObjectsExist(t *testing.T) {
+	c, gc := runGC(t)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(framework.Shared(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := framework.CreateCRD(t, dyn, "Doomed")
+	ns := framework.CreateNamespace(t, c, "gc-crd-deleted")
+	owner, err := dyn.Resource(crd.GVR).Namespace(ns).Create(ctx, crd.NewObject("owner"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wref := metav1.OwnerReference{APIVersion: crd.GVR.GroupVersion().String(), Kind: crd.Kind, Name: "owner", UID: owner.GetUID()}
+	// Wait until the collector watches the new type, so that it knows the
+	// owner before it disappears.
+	framework.Eventually(t, waitTimeout, "the collector to know the custom resource", func(ctx context.Context) (bool, error) {
+		return gc.GraphHasUID(owner.GetUID()), nil
+	})
+	create(t, c, ns, configMap("cm-dep", wref))
+
+	framework.DeleteCRD(t, dyn, crd)
+	waitConfigMapGone(t, c, ns, "cm-dep")
+
+	// Still collecting, and synced, after the monitor went away.
+	framework.Eventually(t, waitTimeout, "the collector to be synced", func(context.Context) (bool, error) {
+		return gc.IsSynced(klog.Background()), nil
+	})
+	o := create(t, c, ns, configMap("after"))
+	create(t, c, ns, configMap("after-dep", ownerRef(o, false)))
+	deleteWith(t, c, ns, "after", metav1.DeletePropagationBackground)
+	waitConfigMapGone(t, c, ns, "after-dep")
+}
+
+// A collector stopped in the middle of a foreground deletion: the next one
+// finishes it from what it finds in the apiserver.
+func TestRestartDuringForegroundDeletion(t *testing.T) {
+	stopShared()
+	_, stop := startGC(t)
+	c := framework.Shared(t).Client(t)
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "gc-restart")
+	owner := create(t, c, ns, configMap("owner"))
+	dep := configMap("dep", ownerRef(owner, true))
+	dep.Finalizers = []string{"example.com/hold"}
+	create(t, c, ns, dep)
+
+	deleteWith(t, c, ns, "owner", metav1.DeletePropagationForeground)
+	framework.Eventually(t, waitTimeout, "the dependent to be deleting", func(ctx context.Context) (bool, error) {
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "dep", metav1.GetOptions{})
+		return err == nil && cm.DeletionTimestamp != nil, err
+	})
+	stop()
+
+	// With no collector running, the dependent goes; the owner stays
+	// behind its foregroundDeletion finalizer.
+	if _, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, "dep", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitConfigMapGone(t, c, ns, "dep")
+	got, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "owner", metav1.GetOptions{})
+	if err != nil || !containsString(got.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("owner with no collector running: %v, %+v", err, got.ObjectMeta)
+	}
+
+	runGC(t)
+	waitConfigMapGone(t, c, ns, "owner")
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -191,4 +192,30 @@ func TestPodsGoFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, c, ns)
+}
+
+// Custom resources of a CRD made after the controller started are found by
+// its discovery and deleted with their namespace.
+func TestCustomResourcesOfNewCRDAreDeleted(t *testing.T) {
+	c := runController(t)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(framework.Shared(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := framework.CreateCRD(t, dyn, "Sprocket")
+	ns := framework.CreateNamespace(t, c, "ns-crd")
+	for i := range 3 {
+		if _, err := dyn.Resource(crd.GVR).Namespace(ns).Create(ctx, crd.NewObject(fmt.Sprintf("s-%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, ns)
+	list, err := dyn.Resource(crd.GVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 0 {
+		t.Fatalf("custom resources left behind: %v, %d", err, len(list.Items))
+	}
 }
