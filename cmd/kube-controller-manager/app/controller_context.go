@@ -48,6 +48,36 @@ type ControllerContext struct {
 	InformersStarted chan struct{}
 	// ResyncPeriod returns a jittered period per call.
 	ResyncPeriod func() time.Duration
+
+	filtered *filteredInformers
+}
+
+// FilteredInformerFactory returns a shared informer factory that sees only
+// objects matching fieldSelector (in namespace, unless empty). Its
+// informers start, sync and stop with the shared factories.
+func (c ControllerContext) FilteredInformerFactory(namespace, fieldSelector string) informers.SharedInformerFactory {
+	return c.filtered.factory(namespace, fieldSelector)
+}
+
+// StartInformers starts every informer requested so far.
+func (c ControllerContext) StartInformers(stop <-chan struct{}) {
+	c.InformerFactory.Start(stop)
+	c.MetadataInformerFactory.Start(stop)
+	c.filtered.start(stop)
+}
+
+// WaitForInformersSync waits for every started informer's cache.
+func (c ControllerContext) WaitForInformersSync(stop <-chan struct{}) {
+	c.InformerFactory.WaitForCacheSync(stop)
+	c.MetadataInformerFactory.WaitForCacheSync(stop)
+	c.filtered.waitForCacheSync(stop)
+}
+
+// ShutdownInformers waits for every informer goroutine to end.
+func (c ControllerContext) ShutdownInformers() {
+	c.InformerFactory.Shutdown()
+	c.MetadataInformerFactory.Shutdown()
+	c.filtered.shutdown()
 }
 
 // IsControllerEnabled applies --controllers to a descriptor.
@@ -116,6 +146,7 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 		RESTMapper:              restMapper,
 		InformersStarted:        make(chan struct{}),
 		ResyncPeriod:            resync,
+		filtered:                newFilteredInformers(versionedClient, resync()),
 	}, nil
 }
 

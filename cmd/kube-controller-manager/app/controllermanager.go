@@ -219,10 +219,8 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 			logger.Error(err, "Error building controllers")
 			return err
 		}
-		cc.InformerFactory.Start(ctx.Done())
-		defer cc.InformerFactory.Shutdown()
-		cc.MetadataInformerFactory.Start(ctx.Done())
-		defer cc.MetadataInformerFactory.Shutdown()
+		cc.StartInformers(ctx.Done())
+		defer cc.ShutdownInformers()
 		close(cc.InformersStarted)
 		informerSync.watch(ctx, cc)
 
@@ -346,8 +344,7 @@ func (i *informerSyncCheck) watch(ctx context.Context, cc ControllerContext) {
 	i.started = true
 	i.mu.Unlock()
 	go func() {
-		cc.InformerFactory.WaitForCacheSync(ctx.Done())
-		cc.MetadataInformerFactory.WaitForCacheSync(ctx.Done())
+		cc.WaitForInformersSync(ctx.Done())
 		if ctx.Err() == nil {
 			i.mu.Lock()
 			i.synced = true

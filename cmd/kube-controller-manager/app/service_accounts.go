@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	v1 "k8s.io/api/core/v1"
 	"os"
 
 	certutil "k8s.io/client-go/util/cert"
@@ -40,8 +41,10 @@ func newServiceAccountTokenController(rootClientBuilder clientbuilder.Controller
 		if err != nil {
 			return nil, err
 		}
+		// Only token Secrets matter; the shared factory would cache them all.
+		tokens := cc.FilteredInformerFactory("", "type="+string(v1.SecretTypeServiceAccountToken)).Core().V1().Secrets()
 		tc, err := serviceaccount.NewTokensController(klog.FromContext(ctx),
-			cc.InformerFactory.Core().V1().ServiceAccounts(), cc.InformerFactory.Core().V1().Secrets(), client,
+			cc.InformerFactory.Core().V1().ServiceAccounts(), tokens, client,
 			serviceaccount.TokensControllerOptions{TokenGenerator: gen, RootCA: rootCA})
 		if err != nil {
 			return nil, fmt.Errorf("error creating Tokens controller: %w", err)
@@ -74,7 +77,10 @@ func newRootCACertificatePublisherController(ctx context.Context, cc ControllerC
 	if err != nil {
 		return nil, err
 	}
-	pub, err := rootcacertpublisher.NewPublisher(cc.InformerFactory.Core().V1().ConfigMaps(), cc.InformerFactory.Core().V1().Namespaces(), client, rootCA)
+	// Only kube-root-ca.crt matters; the shared factory would cache every
+	// ConfigMap's body.
+	cms := cc.FilteredInformerFactory("", "metadata.name="+rootcacertpublisher.RootCACertConfigMapName).Core().V1().ConfigMaps()
+	pub, err := rootcacertpublisher.NewPublisher(cms, cc.InformerFactory.Core().V1().Namespaces(), client, rootCA)
 	if err != nil {
 		return nil, fmt.Errorf("error creating root CA certificate publisher: %w", err)
 	}
