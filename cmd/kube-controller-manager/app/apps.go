@@ -31,6 +31,10 @@ func initFuncs() map[string]InitFunc {
 		names.TTLController:                                newTTLController,
 		names.TTLAfterFinishedController:                   newTTLAfterFinishedController,
 		names.PodGarbageCollectorController:                newPodGarbageCollectorController,
+		names.CertificateSigningRequestSigningController:   newCSRSigningController,
+		names.BootstrapSignerController:                    newBootstrapSignerController,
+		names.TokenCleanerController:                       newTokenCleanerController,
+		names.LegacyServiceAccountTokenCleanerController:   newLegacySATokenCleanerController,
 		// The ServiceAccount token controller needs the root client
 		// builder, so Run installs its init func.
 	}

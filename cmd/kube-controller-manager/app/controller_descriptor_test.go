@@ -71,7 +71,9 @@ func TestImplementedControllers(t *testing.T) {
 		names.NodeLifecycleController, names.TaintEvictionController, names.GarbageCollectorController,
 		names.JobController, names.TTLAfterFinishedController, names.PodGarbageCollectorController, names.CronJobController,
 		names.EndpointSliceController, names.EndpointsController, names.CertificateSigningRequestApprovingController,
-		names.CertificateSigningRequestCleanerController, names.ClusterRoleAggregationController, names.TTLController} {
+		names.CertificateSigningRequestCleanerController, names.ClusterRoleAggregationController, names.TTLController,
+		names.CertificateSigningRequestSigningController, names.BootstrapSignerController, names.TokenCleanerController,
+		names.LegacyServiceAccountTokenCleanerController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -240,14 +240,14 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"use-service-account-credentials", "feature-gates",
 		"node-monitor-period", "node-eviction-rate", "concurrent-namespace-syncs", "root-ca-file",
 		"concurrent-gc-syncs", "enable-garbage-collector", "concurrent-job-syncs", "terminated-pod-gc-threshold",
+		"cluster-signing-cert-file", "cluster-signing-duration", "legacy-service-account-token-clean-up-period",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)
 		}
 	}
 	for _, name := range []string{
-
-		"cluster-signing-cert-file", "allocate-node-cidrs", "cluster-cidr",
+		"allocate-node-cidrs", "cluster-cidr",
 		"concurrent-statefulset-syncs",
 	} {
 		if !strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {

@@ -64,6 +64,8 @@ var controllersReadingFlags = sets.New(
 	sectionCronJob,
 	sectionEndpoints,
 	sectionEndpointSlice,
+	sectionCSRSigning,
+	sectionLegacySATokenCleaner,
 )
 
 // controllerSections are the sections named after a controller.
