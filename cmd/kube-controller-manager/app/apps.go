@@ -7,6 +7,7 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/replicaset"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/replication"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/statefulset"
 )
 
 // initFuncs maps the implemented controllers to their constructors.
@@ -31,6 +32,7 @@ func initFuncs() map[string]InitFunc {
 		names.TTLController:                                newTTLController,
 		names.TTLAfterFinishedController:                   newTTLAfterFinishedController,
 		names.PodGarbageCollectorController:                newPodGarbageCollectorController,
+		names.StatefulSetController:                        newStatefulSetController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,
 		names.TokenCleanerController:                       newTokenCleanerController,
@@ -84,4 +86,19 @@ func newReplicationController(ctx context.Context, cc ControllerContext, name st
 		client, replicaset.BurstReplicas)
 	workers := int(cc.ComponentConfig.ReplicationController.ConcurrentRCSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { rm.Run(ctx, workers) }), nil
+}
+
+func newStatefulSetController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("statefulset-controller")
+	if err != nil {
+		return nil, err
+	}
+	ssc := statefulset.NewStatefulSetController(ctx,
+		cc.InformerFactory.Core().V1().Pods(),
+		cc.InformerFactory.Apps().V1().StatefulSets(),
+		cc.InformerFactory.Core().V1().PersistentVolumeClaims(),
+		cc.InformerFactory.Apps().V1().ControllerRevisions(),
+		client)
+	workers := int(cc.ComponentConfig.StatefulSetController.ConcurrentStatefulSetSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { ssc.Run(ctx, workers) }), nil
 }

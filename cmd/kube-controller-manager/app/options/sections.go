@@ -66,6 +66,7 @@ var controllersReadingFlags = sets.New(
 	sectionEndpointSlice,
 	sectionCSRSigning,
 	sectionLegacySATokenCleaner,
+	sectionStatefulSet,
 )
 
 // controllerSections are the sections named after a controller.
