@@ -33,6 +33,7 @@ func initFuncs() map[string]InitFunc {
 		names.TTLAfterFinishedController:                   newTTLAfterFinishedController,
 		names.PodGarbageCollectorController:                newPodGarbageCollectorController,
 		names.StatefulSetController:                        newStatefulSetController,
+		names.DisruptionController:                         newDisruptionController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,
 		names.TokenCleanerController:                       newTokenCleanerController,

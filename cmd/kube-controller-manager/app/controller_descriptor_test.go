@@ -73,7 +73,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.EndpointSliceController, names.EndpointsController, names.CertificateSigningRequestApprovingController,
 		names.CertificateSigningRequestCleanerController, names.ClusterRoleAggregationController, names.TTLController,
 		names.CertificateSigningRequestSigningController, names.BootstrapSignerController, names.TokenCleanerController,
-		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController} {
+		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController,
+		names.DisruptionController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -241,7 +241,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"node-monitor-period", "node-eviction-rate", "concurrent-namespace-syncs", "root-ca-file",
 		"concurrent-gc-syncs", "enable-garbage-collector", "concurrent-job-syncs", "terminated-pod-gc-threshold",
 		"cluster-signing-cert-file", "cluster-signing-duration", "legacy-service-account-token-clean-up-period",
-		"concurrent-statefulset-syncs",
+		"concurrent-statefulset-syncs", "concurrent-disruption-syncs",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)

@@ -67,6 +67,7 @@ var controllersReadingFlags = sets.New(
 	sectionCSRSigning,
 	sectionLegacySATokenCleaner,
 	sectionStatefulSet,
+	sectionDisruption,
 )
 
 // controllerSections are the sections named after a controller.
