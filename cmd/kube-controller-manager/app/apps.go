@@ -34,6 +34,7 @@ func initFuncs() map[string]InitFunc {
 		names.PodGarbageCollectorController:                newPodGarbageCollectorController,
 		names.StatefulSetController:                        newStatefulSetController,
 		names.DisruptionController:                         newDisruptionController,
+		names.ResourceQuotaController:                      newResourceQuotaController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,
 		names.TokenCleanerController:                       newTokenCleanerController,

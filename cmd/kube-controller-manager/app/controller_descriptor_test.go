@@ -74,7 +74,7 @@ func TestImplementedControllers(t *testing.T) {
 		names.CertificateSigningRequestCleanerController, names.ClusterRoleAggregationController, names.TTLController,
 		names.CertificateSigningRequestSigningController, names.BootstrapSignerController, names.TokenCleanerController,
 		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController,
-		names.DisruptionController} {
+		names.DisruptionController, names.ResourceQuotaController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -242,6 +242,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"concurrent-gc-syncs", "enable-garbage-collector", "concurrent-job-syncs", "terminated-pod-gc-threshold",
 		"cluster-signing-cert-file", "cluster-signing-duration", "legacy-service-account-token-clean-up-period",
 		"concurrent-statefulset-syncs", "concurrent-disruption-syncs",
+		"resource-quota-sync-period", "concurrent-resource-quota-syncs",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)

@@ -68,6 +68,7 @@ var controllersReadingFlags = sets.New(
 	sectionLegacySATokenCleaner,
 	sectionStatefulSet,
 	sectionDisruption,
+	sectionResourceQuota,
 )
 
 // controllerSections are the sections named after a controller.
