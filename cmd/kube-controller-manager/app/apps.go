@@ -2,8 +2,13 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/daemon"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/replicaset"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/replication"
@@ -35,6 +40,7 @@ func initFuncs() map[string]InitFunc {
 		names.StatefulSetController:                        newStatefulSetController,
 		names.DisruptionController:                         newDisruptionController,
 		names.ResourceQuotaController:                      newResourceQuotaController,
+		names.DaemonSetController:                          newDaemonSetController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,
 		names.TokenCleanerController:                       newTokenCleanerController,
@@ -103,4 +109,23 @@ func newStatefulSetController(ctx context.Context, cc ControllerContext, name st
 		client)
 	workers := int(cc.ComponentConfig.StatefulSetController.ConcurrentStatefulSetSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { ssc.Run(ctx, workers) }), nil
+}
+
+func newDaemonSetController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("daemon-set-controller")
+	if err != nil {
+		return nil, err
+	}
+	dsc, err := daemon.NewDaemonSetsController(ctx,
+		cc.InformerFactory.Apps().V1().DaemonSets(),
+		cc.InformerFactory.Apps().V1().ControllerRevisions(),
+		cc.InformerFactory.Core().V1().Pods(),
+		cc.InformerFactory.Core().V1().Nodes(),
+		client,
+		flowcontrol.NewBackOff(1*time.Second, 15*time.Minute))
+	if err != nil {
+		return nil, fmt.Errorf("error creating DaemonSets controller: %w", err)
+	}
+	workers := int(cc.ComponentConfig.DaemonSetController.ConcurrentDaemonSetSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { dsc.Run(ctx, workers) }), nil
 }

@@ -74,7 +74,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.CertificateSigningRequestCleanerController, names.ClusterRoleAggregationController, names.TTLController,
 		names.CertificateSigningRequestSigningController, names.BootstrapSignerController, names.TokenCleanerController,
 		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController,
-		names.DisruptionController, names.ResourceQuotaController} {
+		names.DisruptionController, names.ResourceQuotaController,
+		names.DaemonSetController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

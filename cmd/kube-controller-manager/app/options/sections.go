@@ -69,6 +69,7 @@ var controllersReadingFlags = sets.New(
 	sectionStatefulSet,
 	sectionDisruption,
 	sectionResourceQuota,
+	sectionDaemonSet,
 )
 
 // controllerSections are the sections named after a controller.
