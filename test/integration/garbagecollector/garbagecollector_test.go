@@ -375,7 +375,7 @@ func TestForegroundDeletionBreaksDependencyCycle(t *testing.T) {
 	c, _ := runGC(t)
 	ctx := context.Background()
 	ns := framework.CreateNamespace(t, c, "gc-cycle")
-	a := create(t, c, ns, configMap("a"))
+	create(t, c, ns, configMap("a"))
 	b := create(t, c, ns, configMap("b"))
 	cc := create(t, c, ns, configMap("c"))
 	addOwner := func(name string, owner *v1.ConfigMap) *v1.ConfigMap {
@@ -387,7 +387,7 @@ func TestForegroundDeletionBreaksDependencyCycle(t *testing.T) {
 		}
 		return out
 	}
-	a = addOwner("a", cc)
+	a := addOwner("a", cc)
 	addOwner("b", a)
 	addOwner("c", b)
 
