@@ -33,14 +33,16 @@ func upstreamBinary(t *testing.T) string {
 // snapshot is what a swap must not change.
 type snapshot struct {
 	replicaSets map[string]types.UID
+	revisions   map[string]types.UID
 	pods        []string
 	generation  int64
+	setStatus   appsv1.StatefulSetStatus
 }
 
 func takeSnapshot(t *testing.T, c clientset.Interface, ns string) snapshot {
 	t.Helper()
 	ctx := context.Background()
-	s := snapshot{replicaSets: map[string]types.UID{}}
+	s := snapshot{replicaSets: map[string]types.UID{}, revisions: map[string]types.UID{}}
 	rss, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +63,18 @@ func takeSnapshot(t *testing.T, c clientset.Interface, ns string) snapshot {
 		t.Fatal(err)
 	}
 	s.generation = d.Generation
+	revs, err := c.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range revs.Items {
+		s.revisions[r.Name] = r.UID
+	}
+	set, err := c.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setStatus = set.Status
 	return s
 }
 
@@ -73,6 +87,17 @@ func sameSnapshot(t *testing.T, who string, before, after snapshot) {
 		if after.replicaSets[name] != uid {
 			t.Errorf("%s: ReplicaSet %s was replaced or removed", who, name)
 		}
+	}
+	if len(before.revisions) != len(after.revisions) {
+		t.Errorf("%s: ControllerRevisions %v became %v", who, before.revisions, after.revisions)
+	}
+	for name, uid := range before.revisions {
+		if after.revisions[name] != uid {
+			t.Errorf("%s: ControllerRevision %s was replaced or removed", who, name)
+		}
+	}
+	if b, a := before.setStatus, after.setStatus; b.CurrentRevision != a.CurrentRevision || b.UpdateRevision != a.UpdateRevision {
+		t.Errorf("%s: StatefulSet revisions %s/%s became %s/%s", who, b.CurrentRevision, b.UpdateRevision, a.CurrentRevision, a.UpdateRevision)
 	}
 	if len(before.pods) != len(after.pods) {
 		t.Errorf("%s: %d pods became %d", who, len(before.pods), len(after.pods))
@@ -87,6 +112,7 @@ func sameSnapshot(t *testing.T, who string, before, after snapshot) {
 
 func waitRolledOut(t *testing.T, c clientset.Interface, ns string, replicas int32) {
 	t.Helper()
+	waitSetRolledOut(t, c, ns)
 	framework.Eventually(t, 90*time.Second, "rollout", func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
@@ -97,9 +123,24 @@ func waitRolledOut(t *testing.T, c clientset.Interface, ns string, replicas int3
 	})
 }
 
-// The swap test: a Deployment rolled out by upstream's controller manager is
-// taken over by ours with no new ReplicaSet and no pod churn, and the
-// reverse. Both then keep managing it (a scale-up adds a pod to the current
+// waitSetRolledOut waits until the StatefulSet runs its update revision on
+// every ready pod.
+func waitSetRolledOut(t *testing.T, c clientset.Interface, ns string) {
+	t.Helper()
+	framework.Eventually(t, 90*time.Second, "statefulset rollout", func(ctx context.Context) (bool, error) {
+		set, err := c.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := set.Status
+		return s.ObservedGeneration == set.Generation && s.UpdatedReplicas == *set.Spec.Replicas &&
+			s.ReadyReplicas == *set.Spec.Replicas && s.CurrentRevision == s.UpdateRevision, nil
+	})
+}
+
+// The swap test: a Deployment and a StatefulSet rolled out by upstream's
+// controller manager are taken over by ours with no new ReplicaSet or
+// ControllerRevision and no pod churn, and the reverse. Both then keep managing it (a scale-up adds a pod to the current
 // ReplicaSet only).
 func TestSwapWithUpstream(t *testing.T) {
 	upstream := upstreamBinary(t)
@@ -109,7 +150,7 @@ func TestSwapWithUpstream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	framework.Kubelet{Client: c}.Run(ctx, ns)
-	args := []string{"--leader-elect=false", "--controllers=deployment-controller,replicaset-controller"}
+	args := []string{"--leader-elect=false", "--controllers=deployment-controller,replicaset-controller,statefulset-controller"}
 
 	run := func(binary string) *kcmProcess {
 		saved := kcmBinary
@@ -135,17 +176,37 @@ func TestSwapWithUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And a StatefulSet, whose ControllerRevisions must keep their names.
+	dbl := map[string]string{"app": "db"}
+	_, err = c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: dbl},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: dbl},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "db", Image: "postgres"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitRolledOut(t, c, ns, 3)
 	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}`)
 	if _, err := c.AppsV1().Deployments(ns).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setPatch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"db","image":"postgres:17"}]}}}}`)
+	if _, err := c.AppsV1().StatefulSets(ns).Patch(ctx, "db", types.StrategicMergePatchType, setPatch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitRolledOut(t, c, ns, 3)
 	// Let upstream finish trailing writes before it stops.
 	time.Sleep(2 * time.Second)
 	before := takeSnapshot(t, c, ns)
-	if len(before.replicaSets) != 2 {
-		t.Fatalf("upstream left %d ReplicaSets, want 2", len(before.replicaSets))
+	if len(before.replicaSets) != 2 || len(before.revisions) != 2 {
+		t.Fatalf("upstream left %d ReplicaSets and %d ControllerRevisions, want 2 and 2", len(before.replicaSets), len(before.revisions))
 	}
 	up.stop(syscall.SIGTERM, 20*time.Second)
 
@@ -162,8 +223,8 @@ func TestSwapWithUpstream(t *testing.T) {
 	waitRolledOut(t, c, ns, 4)
 	time.Sleep(2 * time.Second)
 	scaled := takeSnapshot(t, c, ns)
-	if len(scaled.replicaSets) != 2 || len(scaled.pods) != 4 {
-		t.Fatalf("after scale-up by ours: %d ReplicaSets, %d pods; want 2, 4", len(scaled.replicaSets), len(scaled.pods))
+	if len(scaled.replicaSets) != 2 || len(scaled.pods) != 6 {
+		t.Fatalf("after scale-up by ours: %d ReplicaSets, %d pods; want 2, 6 (4 of the Deployment, 2 of the StatefulSet)", len(scaled.replicaSets), len(scaled.pods))
 	}
 	ours.stop(syscall.SIGTERM, 20*time.Second)
 
