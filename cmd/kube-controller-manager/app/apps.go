@@ -41,6 +41,7 @@ func initFuncs() map[string]InitFunc {
 		names.DisruptionController:                         newDisruptionController,
 		names.ResourceQuotaController:                      newResourceQuotaController,
 		names.DaemonSetController:                          newDaemonSetController,
+		names.EndpointSliceMirroringController:             newEndpointSliceMirroringController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,
 		names.TokenCleanerController:                       newTokenCleanerController,

@@ -75,7 +75,7 @@ func TestImplementedControllers(t *testing.T) {
 		names.CertificateSigningRequestSigningController, names.BootstrapSignerController, names.TokenCleanerController,
 		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController,
 		names.DisruptionController, names.ResourceQuotaController,
-		names.DaemonSetController} {
+		names.DaemonSetController, names.EndpointSliceMirroringController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpoint"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslice"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslicemirroring"
 )
 
 func newEndpointSliceController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -31,4 +32,21 @@ func newEndpointsController(ctx context.Context, cc ControllerContext, name stri
 		client, cfg.EndpointUpdatesBatchPeriod.Duration)
 	workers := int(cfg.ConcurrentEndpointSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { ec.Run(ctx, workers) }), nil
+}
+
+func newEndpointSliceMirroringController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("endpointslicemirroring-controller")
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.ComponentConfig.EndpointSliceMirroringController
+	c := endpointslicemirroring.NewController(ctx,
+		cc.InformerFactory.Core().V1().Endpoints(),
+		cc.InformerFactory.Discovery().V1().EndpointSlices(),
+		cc.InformerFactory.Core().V1().Services(),
+		cfg.MirroringMaxEndpointsPerSubset,
+		client,
+		cfg.MirroringEndpointUpdatesBatchPeriod.Duration)
+	workers := int(cfg.MirroringConcurrentServiceEndpointSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, workers) }), nil
 }

@@ -243,7 +243,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"cluster-signing-cert-file", "cluster-signing-duration", "legacy-service-account-token-clean-up-period",
 		"concurrent-statefulset-syncs", "concurrent-disruption-syncs",
 		"resource-quota-sync-period", "concurrent-resource-quota-syncs",
-		"concurrent-daemonset-syncs",
+		"concurrent-daemonset-syncs", "mirroring-max-endpoints-per-subset",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)

@@ -70,6 +70,7 @@ var controllersReadingFlags = sets.New(
 	sectionDisruption,
 	sectionResourceQuota,
 	sectionDaemonSet,
+	sectionEndpointSliceMirroring,
 )
 
 // controllerSections are the sections named after a controller.
