@@ -75,7 +75,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.CertificateSigningRequestSigningController, names.BootstrapSignerController, names.TokenCleanerController,
 		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController,
 		names.DisruptionController, names.ResourceQuotaController,
-		names.DaemonSetController, names.EndpointSliceMirroringController} {
+		names.DaemonSetController, names.EndpointSliceMirroringController,
+		names.PersistentVolumeClaimProtectionController, names.PersistentVolumeProtectionController, names.EphemeralVolumeController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -244,6 +244,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"concurrent-statefulset-syncs", "concurrent-disruption-syncs",
 		"resource-quota-sync-period", "concurrent-resource-quota-syncs",
 		"concurrent-daemonset-syncs", "mirroring-max-endpoints-per-subset",
+		"concurrent-ephemeralvolume-syncs",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)

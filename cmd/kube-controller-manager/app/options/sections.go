@@ -71,6 +71,7 @@ var controllersReadingFlags = sets.New(
 	sectionResourceQuota,
 	sectionDaemonSet,
 	sectionEndpointSliceMirroring,
+	sectionEphemeralVolume,
 )
 
 // controllerSections are the sections named after a controller.

@@ -1,0 +1,47 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvcprotection"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvprotection"
+)
+
+func newPVCProtectionController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("pvc-protection-controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := pvcprotection.NewPVCProtectionController(klog.FromContext(ctx),
+		cc.InformerFactory.Core().V1().PersistentVolumeClaims(), cc.InformerFactory.Core().V1().Pods(), client)
+	if err != nil {
+		return nil, fmt.Errorf("failed to start the pvc protection controller: %w", err)
+	}
+	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
+}
+
+func newPVProtectionController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("pv-protection-controller")
+	if err != nil {
+		return nil, err
+	}
+	c := pvprotection.NewPVProtectionController(klog.FromContext(ctx), cc.InformerFactory.Core().V1().PersistentVolumes(), client)
+	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
+}
+
+func newEphemeralVolumeController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("ephemeral-volume-controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := ephemeral.NewController(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().PersistentVolumeClaims())
+	if err != nil {
+		return nil, fmt.Errorf("failed to start ephemeral volume controller: %w", err)
+	}
+	workers := int(cc.ComponentConfig.EphemeralVolumeController.ConcurrentEphemeralVolumeSyncs)
+	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, workers) }), nil
+}

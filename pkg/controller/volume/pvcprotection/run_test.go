@@ -1,0 +1,158 @@
+package pvcprotection
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/workqueue"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
+	"github.com/kcmclone/kube-controller-manager/pkg/features"
+)
+
+// queueNames records the names of queues created with metrics.
+type queueNames struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.names[name] = true
+	return noopMetric{}
+}
+func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
+func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
+func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
+func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noopMetric{}
+}
+func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noopMetric{}
+}
+func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
+
+type noopMetric struct{}
+
+func (noopMetric) Inc()            {}
+func (noopMetric) Dec()            {}
+func (noopMetric) Set(float64)     {}
+func (noopMetric) Observe(float64) {}
+
+// The provider can be set once per process.
+var (
+	queueNamesOnce sync.Once
+	recordedQueues = &queueNames{names: map[string]bool{}}
+)
+
+func TestNewController(t *testing.T) {
+	queueNamesOnce.Do(func() { workqueue.SetProvider(recordedQueues) })
+	logger, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer := factory.Core().V1().Pods()
+	c, err := NewPVCProtectionController(logger, factory.Core().V1().PersistentVolumeClaims(), podInformer, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordedQueues.mu.Lock()
+	if !recordedQueues.names["pvcprotection"] {
+		t.Errorf("no workqueue named pvcprotection (have %v)", recordedQueues.names)
+	}
+	recordedQueues.mu.Unlock()
+	if _, ok := podInformer.Informer().GetIndexer().GetIndexers()[ephemeral.PodPVCIndex]; !ok {
+		t.Errorf("pod informer lacks the %s index", ephemeral.PodPVCIndex)
+	}
+	// PersistentVolumeClaimUnusedSinceTime is beta and on in v1.37.
+	if !c.trackUnused {
+		t.Error("Unused tracking is off by default")
+	}
+	// The ephemeral volume controller shares the pod informer and index.
+	if _, err := ephemeral.NewController(ctx, client, podInformer, factory.Core().V1().PersistentVolumeClaims()); err != nil {
+		t.Fatalf("second controller on the same pod informer: %v", err)
+	}
+}
+
+func TestUnusedTrackingFollowsGate(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PersistentVolumeClaimUnusedSinceTime, false)
+	logger, _ := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := NewPVCProtectionController(logger, factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.trackUnused {
+		t.Error("Unused tracking is on with the gate off")
+	}
+}
+
+func TestNamespaceBatches(t *testing.T) {
+	b := newNamespaceBatches()
+	b.add("a", claimRef{key: "a/1", name: "1"})
+	b.add("b", claimRef{key: "b/1", name: "1"})
+	b.add("a", claimRef{key: "a/2", name: "2"})
+	if b.len() != 2 {
+		t.Fatalf("%d namespaces waiting, want 2", b.len())
+	}
+	ns, claims, ok := b.next()
+	if !ok || ns != "a" || len(claims) != 2 || claims[0].name != "1" || claims[1].name != "2" {
+		t.Fatalf("first batch %q %v %v", ns, claims, ok)
+	}
+	// A claim arriving once a batch is taken starts a new one.
+	b.add("a", claimRef{key: "a/3", name: "3"})
+	ns, claims, _ = b.next()
+	if ns != "b" || len(claims) != 1 {
+		t.Fatalf("second batch %q %v", ns, claims)
+	}
+	ns, claims, _ = b.next()
+	if ns != "a" || len(claims) != 1 || claims[0].name != "3" {
+		t.Fatalf("third batch %q %v", ns, claims)
+	}
+	b.shutDown()
+	if _, _, ok := b.next(); ok {
+		t.Fatal("next after shutdown returned a batch")
+	}
+}
+
+// Run with real informers: a PVC lacking the finalizer gets it, an unused
+// PVC being deleted loses it, and Run returns once ctx is cancelled.
+func TestRun(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	plain := newPVC(ns, "plain")
+	gone := deleting(protected(newPVC(ns, "gone")))
+	client := fake.NewClientset(plain, gone)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, 2)
+	}()
+	waitFor(t, "finalizers to be synced", func() bool {
+		p, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "plain", metav1.GetOptions{})
+		if err != nil || !slices.Contains(p.Finalizers, Finalizer) {
+			return false
+		}
+		g, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "gone", metav1.GetOptions{})
+		return err == nil && !slices.Contains(g.Finalizers, Finalizer)
+	})
+	cancel()
+	<-done
+	factory.Shutdown()
+}
