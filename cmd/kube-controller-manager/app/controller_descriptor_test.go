@@ -76,7 +76,9 @@ func TestImplementedControllers(t *testing.T) {
 		names.LegacyServiceAccountTokenCleanerController, names.StatefulSetController,
 		names.DisruptionController, names.ResourceQuotaController,
 		names.DaemonSetController, names.EndpointSliceMirroringController,
-		names.PersistentVolumeClaimProtectionController, names.PersistentVolumeProtectionController, names.EphemeralVolumeController} {
+		names.PersistentVolumeClaimProtectionController, names.PersistentVolumeProtectionController, names.EphemeralVolumeController,
+		names.NodeIPAMController, names.ServiceCIDRController, names.VolumeAttributesClassProtectionController,
+		names.HorizontalPodAutoscalerController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvcprotection"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvprotection"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/vacprotection"
 )
 
 func newPVCProtectionController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -44,4 +45,19 @@ func newEphemeralVolumeController(ctx context.Context, cc ControllerContext, nam
 	}
 	workers := int(cc.ComponentConfig.EphemeralVolumeController.ConcurrentEphemeralVolumeSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, workers) }), nil
+}
+
+func newVACProtectionController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("volumeattributesclass-protection-controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := vacprotection.NewVACProtectionController(klog.FromContext(ctx), client,
+		cc.InformerFactory.Core().V1().PersistentVolumeClaims(),
+		cc.InformerFactory.Core().V1().PersistentVolumes(),
+		cc.InformerFactory.Storage().V1().VolumeAttributesClasses())
+	if err != nil {
+		return nil, fmt.Errorf("failed to start the vac protection controller: %w", err)
+	}
+	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
 }

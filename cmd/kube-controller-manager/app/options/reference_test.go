@@ -244,14 +244,15 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"concurrent-statefulset-syncs", "concurrent-disruption-syncs",
 		"resource-quota-sync-period", "concurrent-resource-quota-syncs",
 		"concurrent-daemonset-syncs", "mirroring-max-endpoints-per-subset",
-		"concurrent-ephemeralvolume-syncs",
+		"concurrent-ephemeralvolume-syncs", "allocate-node-cidrs", "cluster-cidr", "node-cidr-mask-size",
+		"horizontal-pod-autoscaler-sync-period", "concurrent-horizontal-pod-autoscaler-syncs",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)
 		}
 	}
 	for _, name := range []string{
-		"allocate-node-cidrs", "cluster-cidr",
+		"attach-detach-reconcile-sync-period", "pvclaimbinder-sync-period",
 	} {
 		if !strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s usage %q lacks %q", name, lookup(name).Usage, NotYetUsedSuffix)

@@ -72,6 +72,8 @@ var controllersReadingFlags = sets.New(
 	sectionDaemonSet,
 	sectionEndpointSliceMirroring,
 	sectionEphemeralVolume,
+	sectionNodeIPAM,
+	sectionHPA,
 )
 
 // controllerSections are the sections named after a controller.
