@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +22,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -466,45 +465,11 @@ func TestNodeAlreadyHasProposedCIDRs(t *testing.T) {
 	}
 }
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
 func TestQueueName(t *testing.T) {
-	rec := &queueNames{names: map[string]bool{}}
-	// The provider can be set once per process; this is the package's only caller.
-	workqueue.SetProvider(rec)
+	rec := testutil.RecordQueueNames()
 	newFixture(t, config(t, "10.0.0.0/16", 24))
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !rec.names["cidrallocator_node"] {
-		t.Errorf("no workqueue named cidrallocator_node (have %v)", rec.names)
+	if !rec.Has("cidrallocator_node") {
+		t.Errorf("no workqueue named cidrallocator_node (have %v)", rec.Names())
 	}
 }
 

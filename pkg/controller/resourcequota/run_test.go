@@ -3,6 +3,7 @@ package resourcequota
 import (
 	"context"
 	"errors"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"slices"
 	"sync"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	fakemetadata "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/resourcequota/evaluator"
@@ -236,45 +236,8 @@ func TestSyncPicksUpNewResources(t *testing.T) {
 	}
 }
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
-// The provider can be set once per process.
-var (
-	queueNamesOnce sync.Once
-	recordedQueues = &queueNames{names: map[string]bool{}}
-)
-
 func TestQueueNamesMatchUpstream(t *testing.T) {
-	queueNamesOnce.Do(func() { workqueue.SetProvider(recordedQueues) })
-	rec := recordedQueues
+	rec := testutil.RecordQueueNames()
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset()
 	typed := informers.NewSharedInformerFactory(client, 0)
@@ -287,11 +250,9 @@ func TestQueueNamesMatchUpstream(t *testing.T) {
 	if _, err := NewController(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
 	for _, name := range []string{"resourcequota_primary", "resourcequota_priority", "resource_quota_controller_resource_changes"} {
-		if !rec.names[name] {
-			t.Errorf("no workqueue named %q (have %v)", name, rec.names)
+		if !rec.Has(name) {
+			t.Errorf("no workqueue named %q (have %v)", name, rec.Names())
 		}
 	}
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"net/netip"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -418,48 +418,14 @@ func TestAllocatable(t *testing.T) {
 	}
 }
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
 func TestQueueName(t *testing.T) {
-	rec := &queueNames{names: map[string]bool{}}
-	// The provider can be set once per process; this is the package's only caller.
-	workqueue.SetProvider(rec)
+	rec := testutil.RecordQueueNames()
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	NewController(ctx, factory.Networking().V1().ServiceCIDRs(), factory.Networking().V1().IPAddresses(), client)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !rec.names["ipaddresses"] {
-		t.Errorf("no workqueue named ipaddresses (have %v)", rec.names)
+	if !rec.Has("ipaddresses") {
+		t.Errorf("no workqueue named ipaddresses (have %v)", rec.Names())
 	}
 }
 

@@ -2,8 +2,8 @@ package ephemeral
 
 import (
 	"context"
+	controllertest "github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +18,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
@@ -302,47 +301,13 @@ func TestPodPVCIndex(t *testing.T) {
 	}
 }
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
 // Queue and metric names are upstream's: they are what dashboards query.
 func TestNames(t *testing.T) {
-	rec := &queueNames{names: map[string]bool{}}
-	// The provider can be set once per process; this is the package's only caller.
-	workqueue.SetProvider(rec)
+	rec := controllertest.RecordQueueNames()
 	newFixture(t)
-	rec.mu.Lock()
-	if !rec.names["ephemeral_volume"] {
-		t.Errorf("no workqueue named ephemeral_volume (have %v)", rec.names)
+	if !rec.Has("ephemeral_volume") {
+		t.Errorf("no workqueue named ephemeral_volume (have %v)", rec.Names())
 	}
-	rec.mu.Unlock()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)

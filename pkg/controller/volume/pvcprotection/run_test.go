@@ -2,15 +2,14 @@ package pvcprotection
 
 import (
 	"context"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"slices"
-	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/util/workqueue"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -19,44 +18,8 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
-// The provider can be set once per process.
-var (
-	queueNamesOnce sync.Once
-	recordedQueues = &queueNames{names: map[string]bool{}}
-)
-
 func TestNewController(t *testing.T) {
-	queueNamesOnce.Do(func() { workqueue.SetProvider(recordedQueues) })
+	recordedQueues := testutil.RecordQueueNames()
 	logger, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -65,11 +28,9 @@ func TestNewController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recordedQueues.mu.Lock()
-	if !recordedQueues.names["pvcprotection"] {
-		t.Errorf("no workqueue named pvcprotection (have %v)", recordedQueues.names)
+	if !recordedQueues.Has("pvcprotection") {
+		t.Errorf("no workqueue named pvcprotection (have %v)", recordedQueues.Names())
 	}
-	recordedQueues.mu.Unlock()
 	if _, ok := podInformer.Informer().GetIndexer().GetIndexers()[ephemeral.PodPVCIndex]; !ok {
 		t.Errorf("pod informer lacks the %s index", ephemeral.PodPVCIndex)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,47 +134,13 @@ func describe(actions []clienttesting.Action) []string {
 	return out
 }
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
 func TestQueueName(t *testing.T) {
-	rec := &queueNames{names: map[string]bool{}}
-	// The provider can be set once per process; this is the package's only caller.
-	workqueue.SetProvider(rec)
+	rec := testutil.RecordQueueNames()
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	NewPVProtectionController(klog.Background(), factory.Core().V1().PersistentVolumes(), client)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !rec.names["pvprotection"] {
-		t.Errorf("no workqueue named pvprotection (have %v)", rec.names)
+	if !rec.Has("pvprotection") {
+		t.Errorf("no workqueue named pvprotection (have %v)", rec.Names())
 	}
 }
 

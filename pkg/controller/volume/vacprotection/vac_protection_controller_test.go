@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -274,40 +274,8 @@ func TestPVCAndPVHandlers(t *testing.T) {
 	check("PV tombstone", "c")
 }
 
-// queueNames records the names of queues created with metrics.
-type queueNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (q *queueNames) NewDepthMetric(name string) workqueue.GaugeMetric {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.names[name] = true
-	return noopMetric{}
-}
-func (q *queueNames) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (q *queueNames) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (q *queueNames) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (q *queueNames) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (q *queueNames) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
 func TestNewController(t *testing.T) {
-	rec := &queueNames{names: map[string]bool{}}
-	// The provider can be set once per process; this is the package's only caller.
-	workqueue.SetProvider(rec)
+	rec := testutil.RecordQueueNames()
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
@@ -315,11 +283,9 @@ func TestNewController(t *testing.T) {
 	if _, err := NewVACProtectionController(klog.Background(), client, pvcInformer, pvInformer, factory.Storage().V1().VolumeAttributesClasses()); err != nil {
 		t.Fatal(err)
 	}
-	rec.mu.Lock()
-	if !rec.names["vacprotection"] {
-		t.Errorf("no workqueue named vacprotection (have %v)", rec.names)
+	if !rec.Has("vacprotection") {
+		t.Errorf("no workqueue named vacprotection (have %v)", rec.Names())
 	}
-	rec.mu.Unlock()
 	for name, inf := range map[string]cache.SharedIndexInformer{"PVC": pvcInformer.Informer(), "PV": pvInformer.Informer()} {
 		if _, ok := inf.GetIndexer().GetIndexers()["volumeAttributesClassName"]; !ok {
 			t.Errorf("%s informer lacks the volumeAttributesClassName index", name)
