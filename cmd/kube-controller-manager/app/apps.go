@@ -49,6 +49,8 @@ func initFuncs() map[string]InitFunc {
 		names.ServiceCIDRController:                        newServiceCIDRController,
 		names.VolumeAttributesClassProtectionController:    newVACProtectionController,
 		names.HorizontalPodAutoscalerController:            newHorizontalPodAutoscalerController,
+		names.PersistentVolumeExpanderController:           newPersistentVolumeExpanderController,
+		names.PodCertificateRequestCleanerController:       newPodCertificateRequestCleanerController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,
 		names.TokenCleanerController:                       newTokenCleanerController,

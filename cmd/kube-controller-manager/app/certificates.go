@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/approver"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/cleaner"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/podcertificaterequestcleaner"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/clusterroleaggregation"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/ttl"
 )
@@ -45,4 +48,15 @@ func newTTLController(ctx context.Context, cc ControllerContext, name string) (C
 	}
 	c := ttl.NewTTLController(ctx, cc.InformerFactory.Core().V1().Nodes(), client)
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 5) }), nil
+}
+
+func newPodCertificateRequestCleanerController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("podcertificaterequestcleaner")
+	if err != nil {
+		return nil, err
+	}
+	c := podcertificaterequestcleaner.NewPCRCleanerController(client,
+		cc.InformerFactory.Certificates().V1().PodCertificateRequests(), clock.RealClock{},
+		podcertificaterequestcleaner.DefaultThreshold, podcertificaterequestcleaner.DefaultPollingInterval)
+	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
 }

@@ -78,7 +78,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.DaemonSetController, names.EndpointSliceMirroringController,
 		names.PersistentVolumeClaimProtectionController, names.PersistentVolumeProtectionController, names.EphemeralVolumeController,
 		names.NodeIPAMController, names.ServiceCIDRController, names.VolumeAttributesClassProtectionController,
-		names.HorizontalPodAutoscalerController} {
+		names.HorizontalPodAutoscalerController, names.PersistentVolumeExpanderController,
+		names.PodCertificateRequestCleanerController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/expand"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvcprotection"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvprotection"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/vacprotection"
@@ -60,4 +61,16 @@ func newVACProtectionController(ctx context.Context, cc ControllerContext, name 
 		return nil, fmt.Errorf("failed to start the vac protection controller: %w", err)
 	}
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
+}
+
+func newPersistentVolumeExpanderController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("expand-controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := expand.NewExpandController(ctx, client, cc.InformerFactory.Core().V1().PersistentVolumeClaims())
+	if err != nil {
+		return nil, fmt.Errorf("failed to init volume expand controller: %w", err)
+	}
+	return newControllerLoop(name, c.Run), nil
 }
