@@ -18,15 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -48,58 +41,10 @@ var (
 	stopSharedGC func()
 )
 
-// startGC starts a collector wired as the controller manager wires it
-// (typed informers where they exist, metadata otherwise, a deferred
-// discovery RESTMapper, periodic rediscovery) and returns it with a stop
-// function that waits until it has stopped.
+// startGC starts a collector that rediscovers resources every syncPeriod.
 func startGC(t *testing.T) (*garbagecollector.GarbageCollector, func()) {
 	t.Helper()
-	cp := framework.Shared(t)
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.UserAgent = "generic-garbage-collector"
-	c, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapperDC, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(mapperDC))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	typed := informers.NewSharedInformerFactory(c, 0)
-	mdf := metadatainformer.NewSharedInformerFactory(md, 0)
-	started := make(chan struct{})
-	gc, err := garbagecollector.NewGarbageCollector(ctx, c, md, mapper,
-		garbagecollector.DefaultIgnoredResources(), garbagecollector.NewInformerFactory(typed, mdf), started)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	typed.Start(ctx.Done())
-	mdf.Start(ctx.Done())
-	close(started)
-	var wg sync.WaitGroup
-	wg.Go(func() { gc.Run(ctx, 5, 30*time.Second) })
-	wg.Go(func() { gc.Sync(ctx, dc, syncPeriod) })
-	stop := func() {
-		cancel()
-		wg.Wait()
-		typed.Shutdown()
-		mdf.Shutdown()
-	}
-	framework.Eventually(t, waitTimeout, "garbage collector to sync", func(context.Context) (bool, error) {
-		return gc.IsSynced(klog.Background()), nil
-	})
-	return gc, stop
+	return framework.Shared(t).StartGarbageCollector(t, syncPeriod)
 }
 
 // runGC returns the package's shared collector, starting it if needed; it

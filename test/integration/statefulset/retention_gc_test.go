@@ -2,76 +2,22 @@ package statefulset
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/informers"
-	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/garbagecollector"
 	"github.com/kcmclone/kube-controller-manager/test/integration/framework"
 )
 
-// runGarbageCollector runs the garbage collector in-process until the test
-// ends: the retention policy is carried out by it.
+// runGarbageCollector runs the garbage collector until the test ends.
 func runGarbageCollector(t *testing.T) {
 	t.Helper()
-	cfg := rest.CopyConfig(framework.Shared(t).Config)
-	c, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapperDC, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(mapperDC))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	typed := informers.NewSharedInformerFactory(c, 0)
-	mdf := metadatainformer.NewSharedInformerFactory(md, 0)
-	started := make(chan struct{})
-	gc, err := garbagecollector.NewGarbageCollector(ctx, c, md, mapper,
-		garbagecollector.DefaultIgnoredResources(), garbagecollector.NewInformerFactory(typed, mdf), started)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	typed.Start(ctx.Done())
-	mdf.Start(ctx.Done())
-	close(started)
-	var wg sync.WaitGroup
-	wg.Go(func() { gc.Run(ctx, 5, 30*time.Second) })
-	// Sync starts the monitors of the discovered resources.
-	wg.Go(func() { gc.Sync(ctx, dc, 30*time.Second) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		typed.Shutdown()
-		mdf.Shutdown()
-	})
-	framework.Eventually(t, waitTimeout, "garbage collector to sync", func(context.Context) (bool, error) {
-		return gc.IsSynced(klog.Background()), nil
-	})
+	_, stop := framework.Shared(t).StartGarbageCollector(t, 30*time.Second)
+	t.Cleanup(stop)
 }
 
 // With whenScaled=Delete a scaled-away pod's claim goes with it; with
