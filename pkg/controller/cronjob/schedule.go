@@ -106,8 +106,12 @@ func mostRecentScheduleTime(cj *batchv1.CronJob, now time.Time, sched cron.Sched
 	// irregular schedules (30 6-16/4 * * 1-5) and @every land exactly.
 	count := int64(now.Sub(first).Seconds())/interval + 1
 	from := first.Add(time.Duration((count-2)*interval) * time.Second)
+	// Next returns the zero time when it finds no start time within five
+	// years (0 0 29 2 * from 2096 on: 2100 is no leap year). Stop there:
+	// the zero time is never after now, and stepping on from it would
+	// restart at year 1 and spin forever (upstream's loop does).
 	var latest time.Time
-	for t := sched.Next(from); !t.After(now); t = sched.Next(t) {
+	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
 		latest = t
 	}
 

@@ -5,6 +5,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -23,14 +24,27 @@ import (
 	"github.com/kcmclone/kube-controller-manager/test/integration/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+func TestMain(m *testing.M) {
+	// Before any controller starts: no test races with this write.
+	job.DefaultJobPodFailureBackOff = fastPodFailureBackoff
+	framework.Main(m)
+}
 
 const timeout = 60 * time.Second
 
 // runControllers runs the Job and TTL-after-finished controllers
 // in-process until the test ends.
+//
+// With KCM_UPSTREAM_CONTROLLERS=1 it runs upstream's kube-controller-manager
+// binary instead (see TestUpstreamDiff), to check that a test's
+// expectations are upstream's behaviour; upstream's pod-failure backoff is
+// then the default 10s.
 func runControllers(t *testing.T, c clientset.Interface) {
 	t.Helper()
+	if os.Getenv("KCM_UPSTREAM_CONTROLLERS") != "" {
+		t.Cleanup(startUpstream(t, framework.Shared(t)))
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runControllersCtx(t, ctx, c)
