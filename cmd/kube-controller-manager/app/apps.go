@@ -50,6 +50,7 @@ func initFuncs() map[string]InitFunc {
 		names.VolumeAttributesClassProtectionController:    newVACProtectionController,
 		names.HorizontalPodAutoscalerController:            newHorizontalPodAutoscalerController,
 		names.PersistentVolumeExpanderController:           newPersistentVolumeExpanderController,
+		names.PersistentVolumeAttachDetachController:       newAttachDetachController,
 		names.PodCertificateRequestCleanerController:       newPodCertificateRequestCleanerController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,

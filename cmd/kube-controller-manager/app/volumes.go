@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/attachdetach"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/expand"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvcprotection"
@@ -71,6 +72,24 @@ func newPersistentVolumeExpanderController(ctx context.Context, cc ControllerCon
 	c, err := expand.NewExpandController(ctx, client, cc.InformerFactory.Core().V1().PersistentVolumeClaims())
 	if err != nil {
 		return nil, fmt.Errorf("failed to init volume expand controller: %w", err)
+	}
+	return newControllerLoop(name, c.Run), nil
+}
+
+func newAttachDetachController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("attachdetach-controller")
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.ComponentConfig.AttachDetachController
+	core, storage := cc.InformerFactory.Core().V1(), cc.InformerFactory.Storage().V1()
+	c, err := attachdetach.NewAttachDetachController(ctx, client,
+		core.Pods(), core.Nodes(), core.PersistentVolumeClaims(), core.PersistentVolumes(),
+		storage.CSINodes(), storage.CSIDrivers(), storage.VolumeAttachments(),
+		cfg.DisableAttachDetachReconcilerSync, cfg.ReconcilerSyncLoopPeriod.Duration,
+		cfg.DisableForceDetachOnTimeout, attachdetach.DefaultTimerConfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to start attach/detach controller: %w", err)
 	}
 	return newControllerLoop(name, c.Run), nil
 }

@@ -246,13 +246,14 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"concurrent-daemonset-syncs", "mirroring-max-endpoints-per-subset",
 		"concurrent-ephemeralvolume-syncs", "allocate-node-cidrs", "cluster-cidr", "node-cidr-mask-size",
 		"horizontal-pod-autoscaler-sync-period", "concurrent-horizontal-pod-autoscaler-syncs",
+		"attach-detach-reconcile-sync-period", "disable-force-detach-on-timeout",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)
 		}
 	}
 	for _, name := range []string{
-		"attach-detach-reconcile-sync-period", "pvclaimbinder-sync-period",
+		"pvclaimbinder-sync-period",
 	} {
 		if !strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s usage %q lacks %q", name, lookup(name).Usage, NotYetUsedSuffix)

@@ -74,6 +74,7 @@ var controllersReadingFlags = sets.New(
 	sectionEphemeralVolume,
 	sectionNodeIPAM,
 	sectionHPA,
+	sectionAttachDetach,
 )
 
 // controllerSections are the sections named after a controller.
