@@ -51,6 +51,8 @@ func initFuncs() map[string]InitFunc {
 		names.HorizontalPodAutoscalerController:            newHorizontalPodAutoscalerController,
 		names.PersistentVolumeExpanderController:           newPersistentVolumeExpanderController,
 		names.PersistentVolumeAttachDetachController:       newAttachDetachController,
+		names.ResourceClaimController:                      newResourceClaimController,
+		names.DeviceTaintEvictionController:                newDeviceTaintEvictionController,
 		names.PodCertificateRequestCleanerController:       newPodCertificateRequestCleanerController,
 		names.CertificateSigningRequestSigningController:   newCSRSigningController,
 		names.BootstrapSignerController:                    newBootstrapSignerController,

@@ -79,7 +79,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.PersistentVolumeClaimProtectionController, names.PersistentVolumeProtectionController, names.EphemeralVolumeController,
 		names.NodeIPAMController, names.ServiceCIDRController, names.VolumeAttributesClassProtectionController,
 		names.HorizontalPodAutoscalerController, names.PersistentVolumeExpanderController,
-		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController} {
+		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController,
+		names.ResourceClaimController, names.DeviceTaintEvictionController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

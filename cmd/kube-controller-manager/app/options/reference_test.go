@@ -247,6 +247,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"concurrent-ephemeralvolume-syncs", "allocate-node-cidrs", "cluster-cidr", "node-cidr-mask-size",
 		"horizontal-pod-autoscaler-sync-period", "concurrent-horizontal-pod-autoscaler-syncs",
 		"attach-detach-reconcile-sync-period", "disable-force-detach-on-timeout",
+		"concurrent-resourceclaim-syncs", "concurrent-device-taint-eviction-syncs",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)

@@ -75,6 +75,8 @@ var controllersReadingFlags = sets.New(
 	sectionNodeIPAM,
 	sectionHPA,
 	sectionAttachDetach,
+	sectionResourceClaim,
+	sectionDeviceTaintEviction,
 )
 
 // controllerSections are the sections named after a controller.
