@@ -80,7 +80,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.NodeIPAMController, names.ServiceCIDRController, names.VolumeAttributesClassProtectionController,
 		names.HorizontalPodAutoscalerController, names.PersistentVolumeExpanderController,
 		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController,
-		names.ResourceClaimController, names.DeviceTaintEvictionController} {
+		names.ResourceClaimController, names.DeviceTaintEvictionController,
+		names.StorageVersionMigratorController, names.KubeAPIServerServingClusterTrustBundlePublisherController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}
