@@ -51,6 +51,7 @@ func initFuncs() map[string]InitFunc {
 		names.HorizontalPodAutoscalerController:                         newHorizontalPodAutoscalerController,
 		names.PersistentVolumeExpanderController:                        newPersistentVolumeExpanderController,
 		names.PersistentVolumeAttachDetachController:                    newAttachDetachController,
+		names.PersistentVolumeBinderController:                          newPersistentVolumeBinderController,
 		names.ResourceClaimController:                                   newResourceClaimController,
 		names.DeviceTaintEvictionController:                             newDeviceTaintEvictionController,
 		names.StorageVersionMigratorController:                          newStorageVersionMigratorController,

@@ -79,7 +79,7 @@ func TestImplementedControllers(t *testing.T) {
 		names.PersistentVolumeClaimProtectionController, names.PersistentVolumeProtectionController, names.EphemeralVolumeController,
 		names.NodeIPAMController, names.ServiceCIDRController, names.VolumeAttributesClassProtectionController,
 		names.HorizontalPodAutoscalerController, names.PersistentVolumeExpanderController,
-		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController,
+		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController, names.PersistentVolumeBinderController,
 		names.ResourceClaimController, names.DeviceTaintEvictionController,
 		names.StorageVersionMigratorController, names.KubeAPIServerServingClusterTrustBundlePublisherController} {
 		if !descs[name].Implemented() {

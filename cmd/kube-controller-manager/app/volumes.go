@@ -9,6 +9,7 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/attachdetach"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/expand"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/persistentvolume"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvcprotection"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/pvprotection"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/vacprotection"
@@ -90,6 +91,39 @@ func newAttachDetachController(ctx context.Context, cc ControllerContext, name s
 		cfg.DisableForceDetachOnTimeout, attachdetach.DefaultTimerConfig)
 	if err != nil {
 		return nil, fmt.Errorf("failed to start attach/detach controller: %w", err)
+	}
+	return newControllerLoop(name, c.Run), nil
+}
+
+func newPersistentVolumeBinderController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	client, err := cc.NewClient("persistent-volume-binder")
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.ComponentConfig.PersistentVolumeBinderController
+	recycler := cfg.VolumeConfiguration.PersistentVolumeRecyclerConfiguration
+	core := cc.InformerFactory.Core().V1()
+	c, err := persistentvolume.NewController(ctx, persistentvolume.ControllerParameters{
+		KubeClient:                 client,
+		SyncPeriod:                 cfg.PVClaimBinderSyncPeriod.Duration,
+		VolumeInformer:             core.PersistentVolumes(),
+		ClaimInformer:              core.PersistentVolumeClaims(),
+		ClassInformer:              cc.InformerFactory.Storage().V1().StorageClasses(),
+		PodInformer:                core.Pods(),
+		NodeInformer:               core.Nodes(),
+		EnableDynamicProvisioning:  cfg.VolumeConfiguration.EnableDynamicProvisioning,
+		EnableHostPathProvisioning: cfg.VolumeConfiguration.EnableHostPathProvisioning,
+		Recycler: persistentvolume.RecyclerConfig{
+			PodTemplateFilePathHostPath: recycler.PodTemplateFilePathHostPath,
+			MinimumTimeoutHostPath:      int(recycler.MinimumTimeoutHostPath),
+			IncrementTimeoutHostPath:    int(recycler.IncrementTimeoutHostPath),
+			PodTemplateFilePathNFS:      recycler.PodTemplateFilePathNFS,
+			MinimumTimeoutNFS:           int(recycler.MinimumTimeoutNFS),
+			IncrementTimeoutNFS:         int(recycler.IncrementTimeoutNFS),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to construct persistentvolume controller: %w", err)
 	}
 	return newControllerLoop(name, c.Run), nil
 }

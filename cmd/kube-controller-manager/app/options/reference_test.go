@@ -248,13 +248,15 @@ func TestNotYetUsedMarks(t *testing.T) {
 		"horizontal-pod-autoscaler-sync-period", "concurrent-horizontal-pod-autoscaler-syncs",
 		"attach-detach-reconcile-sync-period", "disable-force-detach-on-timeout",
 		"concurrent-resourceclaim-syncs", "concurrent-device-taint-eviction-syncs",
+		"pvclaimbinder-sync-period", "enable-hostpath-provisioner", "pv-recycler-pod-template-filepath-nfs",
+		"cloud-config", "cluster-name",
 	} {
 		if strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s is used but marked", name)
 		}
 	}
 	for _, name := range []string{
-		"pvclaimbinder-sync-period",
+		"concurrent-validating-admission-policy-status-syncs",
 	} {
 		if !strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) {
 			t.Errorf("--%s usage %q lacks %q", name, lookup(name).Usage, NotYetUsedSuffix)

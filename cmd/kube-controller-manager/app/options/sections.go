@@ -75,6 +75,7 @@ var controllersReadingFlags = sets.New(
 	sectionNodeIPAM,
 	sectionHPA,
 	sectionAttachDetach,
+	sectionPVBinder,
 	sectionResourceClaim,
 	sectionDeviceTaintEviction,
 )
