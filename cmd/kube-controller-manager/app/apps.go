@@ -54,6 +54,7 @@ func initFuncs() map[string]InitFunc {
 		names.PersistentVolumeBinderController:                          newPersistentVolumeBinderController,
 		names.ResourceClaimController:                                   newResourceClaimController,
 		names.DeviceTaintEvictionController:                             newDeviceTaintEvictionController,
+		names.ValidatingAdmissionPolicyStatusController:                 newValidatingAdmissionPolicyStatusController,
 		names.StorageVersionMigratorController:                          newStorageVersionMigratorController,
 		names.KubeAPIServerServingClusterTrustBundlePublisherController: newKubeAPIServerServingCTBPublisher,
 		names.PodCertificateRequestCleanerController:                    newPodCertificateRequestCleanerController,

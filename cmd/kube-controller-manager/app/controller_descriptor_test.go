@@ -81,7 +81,8 @@ func TestImplementedControllers(t *testing.T) {
 		names.HorizontalPodAutoscalerController, names.PersistentVolumeExpanderController,
 		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController, names.PersistentVolumeBinderController,
 		names.ResourceClaimController, names.DeviceTaintEvictionController,
-		names.StorageVersionMigratorController, names.KubeAPIServerServingClusterTrustBundlePublisherController} {
+		names.StorageVersionMigratorController, names.ValidatingAdmissionPolicyStatusController,
+		names.KubeAPIServerServingClusterTrustBundlePublisherController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

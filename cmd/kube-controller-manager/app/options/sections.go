@@ -76,6 +76,7 @@ var controllersReadingFlags = sets.New(
 	sectionHPA,
 	sectionAttachDetach,
 	sectionPVBinder,
+	sectionVAPStatus,
 	sectionResourceClaim,
 	sectionDeviceTaintEviction,
 )
