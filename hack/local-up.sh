@@ -126,7 +126,7 @@ apiVersion: v1
 kind: Node
 metadata:
   name: kwok-node-${i}
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0", volumes.kubernetes.io/controller-managed-attach-detach: "true"}
   labels: {type: kwok, kubernetes.io/hostname: kwok-node-${i}, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
 spec: {}
 status:
@@ -135,10 +135,16 @@ status:
 NODE
 done
 
+# The apiserver's self-signed apiserver.crt holds its serving certificate and
+# then the CA that signed it. Publish only the CA: the ClusterTrustBundle
+# publisher (upstream's too) refuses a bundle whose first entry is no CA.
+awk '/BEGIN CERTIFICATE/{block=""} {block=block $0 "\n"} /END CERTIFICATE/{last=block} END{printf "%s", last}' \
+  "${DIR}/certs/apiserver.crt" > "${DIR}/certs/ca.crt"
+
 KCM_COMMON=(--kubeconfig="${KUBECONFIG_FILE}"
   --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}"
   --bind-address=127.0.0.1
-  --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/apiserver.crt"
+  --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/ca.crt"
   --use-service-account-credentials=true --v=2)
 # shellcheck disable=SC2086
 start kube-controller-manager "${KCM_BINARY}" "${KCM_COMMON[@]}" \
