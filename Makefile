@@ -55,7 +55,7 @@ run: build
 	hack/local-up.sh
 
 ## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed, compared with upstream KCM's
-## results (AREA=all|replicaset-deployment|statefulset-daemonset|batch|namespace-gc|network-node;
+## results (AREA=all|replicaset-deployment|statefulset-daemonset|batch|namespace-gc|network-node|storage-dra-policy;
 ## ORACLE=1 refreshes test/conformance/upstream-results.txt; KCM_BIN=<binary> judges another binary).
 conformance: build
 	ORACLE=$(ORACLE) KCM_BIN=$(KCM_BIN) hack/conformance.sh $(AREA)

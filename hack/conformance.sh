@@ -54,13 +54,14 @@ log() { echo "+++ [conformance] $*" >&2; }
 # A focus is a regexp over a spec's full text, e.g.
 # "[sig-apps] Deployment deployment should support rollover [Conformance]".
 CONF='.*\[Conformance\]'
-AREAS=(replicaset-deployment statefulset-daemonset batch namespace-gc network-node)
+AREAS=(replicaset-deployment statefulset-daemonset batch namespace-gc network-node storage-dra-policy)
 declare -A FOCUS=(
   [replicaset-deployment]="\[sig-apps\] (Deployment|ReplicaSet|ReplicationController) ${CONF}"
   [statefulset-daemonset]="\[sig-apps\] (StatefulSet|Daemon set|ControllerRevision) ${CONF}"
   [batch]="\[sig-apps\] (Job|CronJob) ${CONF}"
   [namespace-gc]="\[sig-api-machinery\] (Garbage collector|Namespaces) ${CONF}"
   [network-node]="\[sig-network\] (EndpointSlice|EndpointSliceMirroring|Endpoints|EndpointsController) ${CONF}"
+  [storage-dra-policy]="\[sig-storage\] (PersistentVolumes|VolumeAttachment|CSIStorageCapacity|StorageClasses|VolumeAttributesClass|CSIInlineVolumes|CSINodes) ${CONF}|\[sig-node\] .*DRA.*${CONF}|\[sig-api-machinery\] ValidatingAdmissionPolicy ${CONF}"
 )
 declare -A CONTROLLERS=(
   [replicaset-deployment]="deployment-controller replicaset-controller replicationcontroller-controller"
@@ -68,6 +69,7 @@ declare -A CONTROLLERS=(
   [batch]="job-controller cronjob-controller ttl-after-finished-controller pod-garbage-collector-controller"
   [namespace-gc]="namespace-controller garbage-collector-controller"
   [network-node]="endpoints-controller endpointslice-controller endpointslice-mirroring-controller node-lifecycle-controller taint-eviction-controller"
+  [storage-dra-policy]="persistentvolume-binder-controller persistentvolume-attach-detach-controller persistentvolume-protection-controller persistentvolumeclaim-protection-controller persistentvolume-expander-controller ephemeral-volume-controller volumeattributesclass-protection-controller resourceclaim-controller device-taint-eviction-controller validatingadmissionpolicy-status-controller storage-version-migrator-controller kube-apiserver-serving-clustertrustbundle-publisher-controller"
 )
 
 # ---------------------------------------------------------------- skip list

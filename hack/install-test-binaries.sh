@@ -46,7 +46,8 @@ kwok_stages() {
   done
 }
 
-# e2e.test: upstream v1.37.2's e2e suite (apps, apimachinery, network specs),
+# e2e.test: upstream v1.37.2's e2e suite (apps, apimachinery, network, storage
+# and dra specs),
 # compiled from the test/conformance module with go test -c, cached by a stamp
 # of that module's go.mod, go.sum and Go files. Used by hack/conformance.sh.
 build_e2e_test() {
