@@ -287,7 +287,14 @@ func (gc *GarbageCollector) processAttemptToDeleteWorker(ctx context.Context) bo
 
 func (gc *GarbageCollector) attemptToDeleteWorker(ctx context.Context, n *node) queueAction {
 	logger := klog.FromContext(ctx)
-	if !n.isObserved() {
+	if n.isObserved() {
+		// Its deletion was observed while it waited: a lookup would only
+		// confirm that.
+		if _, ok := gc.dependencyGraphBuilder.uidToNode.Read(n.identity.UID); !ok {
+			logger.V(5).Info("item deleted while queued, skipping attemptToDeleteItem", "item", n.identity)
+			return forgetItem
+		}
+	} else {
 		// A requeued virtual node may have been replaced or removed since.
 		current, ok := gc.dependencyGraphBuilder.uidToNode.Read(n.identity.UID)
 		if !ok {

@@ -198,6 +198,7 @@ func TestExistingVirtualOwnerIsRequeuedUntilObserved(t *testing.T) {
 func TestUnknownKindIsRetried(t *testing.T) {
 	g := newTestGC(t)
 	n := newNode(objectReference{OwnerReference: metav1.OwnerReference{APIVersion: "nope/v1", Kind: "Thing", Name: "x", UID: "x"}, Namespace: "ns"}, nil)
+	g.dependencyGraphBuilder.uidToNode.Write(n)
 	var rme *restMappingError
 	if err := g.attemptToDeleteItem(g.ctx, n); !errors.As(err, &rme) {
 		t.Fatalf("err = %v, want a REST mapping error", err)

@@ -102,7 +102,17 @@ type GraphBuilder struct {
 	attemptToDelete  workqueue.TypedRateLimitingInterface[*node]
 	attemptToOrphan  workqueue.TypedRateLimitingInterface[*node]
 	absentOwnerCache *referenceCache
+
+	// terminatingNamespaces are the namespaces being deleted, as the graph
+	// has seen them; only applyEvent reads and writes it.
+	terminatingNamespaces map[string]struct{}
 }
+
+// terminatingNamespaceDelay postpones work on dependents of a deleted owner
+// in a namespace being deleted: the namespace controller usually deletes
+// them within this time, and then the collector needs no lookup or delete
+// of its own. Past it, the collector goes on as usual.
+const terminatingNamespaceDelay = 5 * time.Second
 
 // NewDependencyGraphBuilder builds the graph half of the collector. Upstream
 // keeps it in the ControllerContext so other controllers can share it.
@@ -552,6 +562,10 @@ func (gb *GraphBuilder) applyEvent(logger klog.Logger, ev *event) {
 		"object", klog.KObj(obj), "uid", string(obj.GetUID()),
 		"eventType", ev.eventType, "virtual", ev.virtual)
 
+	if !ev.virtual && ev.gvk.Group == "" && ev.gvk.Kind == "Namespace" {
+		gb.trackNamespace(ev.eventType, obj)
+	}
+
 	existing, found := gb.uidToNode.Read(obj.GetUID())
 	if found && !ev.virtual && !existing.isObserved() {
 		// A real event for a node known only as somebody's owner: the
@@ -653,6 +667,10 @@ func (gb *GraphBuilder) applyEvent(logger klog.Logger, ev *event) {
 			gb.absentOwnerCache.Add(identityFromEvent(ev, obj))
 		}
 		for _, dep := range deps {
+			if _, terminating := gb.terminatingNamespaces[dep.identity.Namespace]; terminating {
+				gb.attemptToDelete.AddAfter(dep, terminatingNamespaceDelay)
+				continue
+			}
 			gb.attemptToDelete.Add(dep)
 		}
 		// Owners deleting in foreground may now have no blocking dependents.
@@ -749,4 +767,16 @@ func getAlternateOwnerIdentity(deps []*node, absent objectReference) *objectRefe
 		return firstFollowing
 	}
 	return first
+}
+
+// trackNamespace records whether a namespace is being deleted.
+func (gb *GraphBuilder) trackNamespace(typ eventType, ns metav1.Object) {
+	if gb.terminatingNamespaces == nil {
+		gb.terminatingNamespaces = map[string]struct{}{}
+	}
+	if typ != deleteEvent && ns.GetDeletionTimestamp() != nil {
+		gb.terminatingNamespaces[ns.GetName()] = struct{}{}
+		return
+	}
+	delete(gb.terminatingNamespaces, ns.GetName())
 }

@@ -246,3 +246,61 @@ func TestSyncMonitorsSkipsIgnoredAndDropsVanished(t *testing.T) {
 		t.Errorf("monitors = %v, want configmaps only", gb.monitors)
 	}
 }
+
+func namespaceObj(name string, terminating bool) *metav1.PartialObjectMetadata {
+	ns := obj("v1", "Namespace", "", name, types.UID(name+"-uid"))
+	if terminating {
+		now := metav1.Now()
+		ns.DeletionTimestamp = &now
+	}
+	return ns
+}
+
+// In a namespace being deleted, the namespace controller deletes the
+// dependents itself: the collector waits before acting on them.
+func TestDependentsInTerminatingNamespaceWait(t *testing.T) {
+	g := newTestGC(t)
+	g.observe(addEvent, namespaceObj("doomed", false), nil)
+	g.observe(updateEvent, namespaceObj("doomed", true), namespaceObj("doomed", false))
+	g.observe(addEvent, namespaceObj("live", false), nil)
+	for _, ns := range []string{"doomed", "live"} {
+		g.observe(addEvent, cm(ns, "owner", types.UID(ns+"-owner")), nil)
+		g.observe(addEvent, cm(ns, "dep", types.UID(ns+"-dep"), ref("ConfigMap", "owner", types.UID(ns+"-owner"))), nil)
+	}
+	queued(g.attemptToDelete)
+
+	g.observe(deleteEvent, cm("doomed", "owner", "doomed-owner"), nil)
+	g.observe(deleteEvent, cm("live", "owner", "live-owner"), nil)
+	if got := queued(g.attemptToDelete); !got["live-dep"] || got["doomed-dep"] {
+		t.Fatalf("attemptToDelete = %v, want only live-dep at once", got)
+	}
+	waitFor(t, "the postponed dependent", func() bool { return g.attemptToDelete.Len() == 1 })
+	if got := queued(g.attemptToDelete); !got["doomed-dep"] {
+		t.Fatalf("attemptToDelete = %v, want doomed-dep after the delay", got)
+	}
+
+	// Once the namespace is gone it no longer counts as terminating.
+	g.observe(deleteEvent, namespaceObj("doomed", true), nil)
+	if _, ok := g.dependencyGraphBuilder.terminatingNamespaces["doomed"]; ok {
+		t.Error("deleted namespace still tracked")
+	}
+}
+
+// A dependent whose deletion the graph saw while it was queued needs no
+// lookup.
+func TestQueuedItemDeletedMeanwhileNeedsNoLookup(t *testing.T) {
+	g := newTestGC(t)
+	g.observe(addEvent, cm("ns", "owner", "owner-uid"), nil)
+	dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+	g.observe(addEvent, dep, nil)
+	n := g.node("dep-uid")
+	g.observe(deleteEvent, dep, nil)
+	g.client.ClearActions()
+
+	if action := g.attemptToDeleteWorker(g.ctx, n); action != forgetItem {
+		t.Fatalf("action = %v, want forget", action)
+	}
+	if actions := g.client.Actions(); len(actions) != 0 {
+		t.Fatalf("API calls %v, want none", actions)
+	}
+}
