@@ -139,6 +139,8 @@ func NewDependencyGraphBuilder(
 		attemptToDelete:  controller.NewNamedTypedQueue[*node](attemptToDeleteQueueName),
 		attemptToOrphan:  controller.NewNamedTypedQueue[*node](attemptToOrphanQueueName),
 		absentOwnerCache: newReferenceCache(500),
+
+		terminatingNamespaces: map[string]struct{}{},
 	}
 }
 
@@ -771,9 +773,6 @@ func getAlternateOwnerIdentity(deps []*node, absent objectReference) *objectRefe
 
 // trackNamespace records whether a namespace is being deleted.
 func (gb *GraphBuilder) trackNamespace(typ eventType, ns metav1.Object) {
-	if gb.terminatingNamespaces == nil {
-		gb.terminatingNamespaces = map[string]struct{}{}
-	}
 	if typ != deleteEvent && ns.GetDeletionTimestamp() != nil {
 		gb.terminatingNamespaces[ns.GetName()] = struct{}{}
 		return

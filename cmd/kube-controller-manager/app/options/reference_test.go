@@ -268,13 +268,7 @@ func TestNotYetUsedMarks(t *testing.T) {
 	defer controllersReadingFlags.Insert(sectionPVBinder)
 	_, fss = newFlags(t)
 	for _, name := range []string{"pvclaimbinder-sync-period", "enable-hostpath-provisioner"} {
-		var f *pflag.Flag
-		for _, fs := range fss.FlagSets {
-			if f == nil {
-				f = fs.Lookup(name)
-			}
-		}
-		if f == nil || !strings.HasSuffix(f.Usage, NotYetUsedSuffix) {
+		if !strings.HasSuffix(lookup(name).Usage, NotYetUsedSuffix) { // lookup reads the new fss
 			t.Errorf("--%s not marked while its controller is missing", name)
 		}
 	}
