@@ -83,6 +83,7 @@ func newDeploymentController(ctx context.Context, cc ControllerContext, name str
 	if err != nil {
 		return nil, err
 	}
+	dc.WithNamespaceInformer(cc.InformerFactory.Core().V1().Namespaces())
 	workers := int(cc.ComponentConfig.DeploymentController.ConcurrentDeploymentSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { dc.Run(ctx, workers) }), nil
 }
@@ -96,6 +97,7 @@ func newReplicaSetController(ctx context.Context, cc ControllerContext, name str
 		cc.InformerFactory.Apps().V1().ReplicaSets(),
 		cc.InformerFactory.Core().V1().Pods(),
 		client, replicaset.BurstReplicas)
+	rsc.WithNamespaceInformer(cc.InformerFactory.Core().V1().Namespaces())
 	workers := int(cc.ComponentConfig.ReplicaSetController.ConcurrentRSSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { rsc.Run(ctx, workers) }), nil
 }
@@ -109,6 +111,7 @@ func newReplicationController(ctx context.Context, cc ControllerContext, name st
 		cc.InformerFactory.Core().V1().Pods(),
 		cc.InformerFactory.Core().V1().ReplicationControllers(),
 		client, replicaset.BurstReplicas)
+	rm.WithNamespaceInformer(cc.InformerFactory.Core().V1().Namespaces())
 	workers := int(cc.ComponentConfig.ReplicationController.ConcurrentRCSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { rm.Run(ctx, workers) }), nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	apps "k8s.io/api/apps/v1"
@@ -21,6 +22,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -71,6 +73,32 @@ type DeploymentController struct {
 
 	// syncHandler is swapped by tests.
 	syncHandler func(ctx context.Context, key string) error
+
+	// nsLister, when set, shows namespaces being deleted, where nothing is
+	// left to roll out.
+	nsLister corelisters.NamespaceLister
+
+	// statusMinInterval spaces out status writes of rollouts in progress
+	// (see DefaultStatusMinInterval); 0 writes every change at once.
+	statusMinInterval time.Duration
+
+	writesMu sync.Mutex
+	// writes remembers, per key, our last status write: when, and the
+	// resourceVersion it replaced, so a sync from a cache that has not yet
+	// seen that write is skipped (it would only conflict).
+	writes map[string]statusWrite
+}
+
+// DefaultStatusMinInterval: a Deployment's intermediate replica counts are
+// written at most this often; a new generation, a condition change, pending
+// annotations and the completed rollout are written at once.
+const DefaultStatusMinInterval = 2 * time.Second
+
+type statusWrite struct {
+	at time.Time
+	// uid and replacedRV identify the object version our write superseded.
+	uid        types.UID
+	replacedRV string
 }
 
 // NewDeploymentController wires the controller to its informers; call Run to
@@ -79,17 +107,19 @@ func NewDeploymentController(ctx context.Context, dInformer appsinformers.Deploy
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, component)
 	dc := &DeploymentController{
-		client:           client,
-		rsControl:        controller.RealRSControl{KubeClient: client},
-		eventBroadcaster: broadcaster,
-		eventRecorder:    recorder,
-		dLister:          dInformer.Lister(),
-		rsLister:         rsInformer.Lister(),
-		dListerSynced:    dInformer.Informer().HasSynced,
-		rsListerSynced:   rsInformer.Informer().HasSynced,
-		podListerSynced:  podInformer.Informer().HasSynced,
-		queue:            controller.NewNamedQueue(queueName),
-		clock:            clock.RealClock{},
+		client:            client,
+		rsControl:         controller.RealRSControl{KubeClient: client},
+		eventBroadcaster:  broadcaster,
+		eventRecorder:     recorder,
+		dLister:           dInformer.Lister(),
+		rsLister:          rsInformer.Lister(),
+		dListerSynced:     dInformer.Informer().HasSynced,
+		rsListerSynced:    rsInformer.Informer().HasSynced,
+		podListerSynced:   podInformer.Informer().HasSynced,
+		queue:             controller.NewNamedQueue(queueName),
+		clock:             clock.RealClock{},
+		statusMinInterval: DefaultStatusMinInterval,
+		writes:            map[string]statusWrite{},
 		terminatingReplicas: func() bool {
 			return controller.FeatureEnabled(controller.DeploymentReplicaSetTerminatingReplicas, true)
 		},
@@ -127,6 +157,13 @@ func NewDeploymentController(ctx context.Context, dInformer appsinformers.Deploy
 	}
 	dc.podIndexer = podInformer.Informer().GetIndexer()
 	return dc, nil
+}
+
+// WithNamespaceInformer lets the controller leave Deployments alone in
+// namespaces being deleted, where the API server refuses to create their
+// ReplicaSets and events. Call before the informers start.
+func (dc *DeploymentController) WithNamespaceInformer(nsInformer coreinformers.NamespaceInformer) {
+	dc.nsLister = nsInformer.Lister()
 }
 
 // Run starts the event sink and workers and blocks until ctx is done.
@@ -173,6 +210,9 @@ func (dc *DeploymentController) deleteDeployment(logger klog.Logger, obj interfa
 		}
 	}
 	logger.V(4).Info("Deleting deployment", "deployment", klog.KObj(d))
+	if key, err := cache.MetaNamespaceKeyFunc(d); err == nil {
+		dc.forgetWrite(key)
+	}
 	dc.enqueue(d)
 }
 

@@ -45,8 +45,7 @@ func (p *syncPass) syncRolloutStatus(ctx context.Context, allRSs []*apps.Replica
 			return nil
 		}
 	}
-	d.Status = newStatus
-	return p.writeStatus(ctx)
+	return p.writeCountsStatus(ctx, newStatus)
 }
 
 func (p *syncPass) setProgressingCondition(ctx context.Context, newStatus *apps.DeploymentStatus, newRS *apps.ReplicaSet, currentCond *apps.DeploymentCondition) {

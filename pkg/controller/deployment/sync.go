@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
 )
 
@@ -35,6 +36,8 @@ type syncPass struct {
 	rsList []*apps.ReplicaSet
 	// statusPending: d's status or annotations changed and are not written.
 	statusPending bool
+	// key is d's queue key.
+	key string
 }
 
 // syncDeployment reconciles the Deployment named by key.
@@ -54,10 +57,21 @@ func (dc *DeploymentController) syncDeployment(ctx context.Context, key string) 
 	cached, err := dc.dLister.Deployments(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		logger.V(2).Info("Deployment has been deleted", "deployment", klog.KRef(namespace, name))
+		dc.forgetWrite(key)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if dc.cacheBehindOurWrite(key, cached) {
+		// The watch event of our write requeues the key.
+		logger.V(4).Info("Cache has not seen our last status write yet", "deployment", klog.KObj(cached))
+		return nil
+	}
+	if controller.NamespaceTerminating(dc.nsLister, namespace) {
+		// Everything in it is being deleted and nothing can be created.
+		logger.V(4).Info("Namespace is being deleted, nothing to do", "deployment", klog.KObj(cached))
+		return nil
 	}
 	d := cached.DeepCopy()
 
@@ -76,7 +90,7 @@ func (dc *DeploymentController) syncDeployment(ctx context.Context, key string) 
 	if err != nil {
 		return err
 	}
-	p := &syncPass{dc: dc, d: d, rsList: rsList}
+	p := &syncPass{dc: dc, d: d, rsList: rsList, key: key}
 	err = p.reconcile(ctx)
 	if p.statusPending {
 		// The pass stopped before its final status write; upstream would
@@ -131,12 +145,27 @@ func (p *syncPass) reconcile(ctx context.Context) error {
 // subresource also takes) and keeps d's resourceVersion current.
 func (p *syncPass) writeStatus(ctx context.Context) error {
 	p.statusPending = false
+	sent := p.d.ResourceVersion
 	updated, err := p.dc.client.AppsV1().Deployments(p.d.Namespace).UpdateStatus(ctx, p.d, metav1.UpdateOptions{})
 	if err != nil {
 		return err
 	}
 	p.d.ResourceVersion = updated.ResourceVersion
+	p.dc.noteWrite(p.key, p.d.UID, sent, updated.ResourceVersion, p.now())
 	return nil
+}
+
+// writeCountsStatus writes newStatus, unless it is an intermediate state of
+// the rollout that can wait (see DefaultStatusMinInterval): then the key
+// comes back when the interval is over.
+func (p *syncPass) writeCountsStatus(ctx context.Context, newStatus apps.DeploymentStatus) error {
+	if wait := p.dc.statusHold(p.key, p.d, newStatus, p.statusPending, p.now()); wait > 0 {
+		klog.FromContext(ctx).V(4).Info("Holding back intermediate status", "deployment", klog.KObj(p.d), "for", wait)
+		p.dc.queue.AddAfter(p.key, wait)
+		return nil
+	}
+	p.d.Status = newStatus
+	return p.writeStatus(ctx)
 }
 
 func (p *syncPass) now() time.Time { return p.dc.clock.Now() }
@@ -481,8 +510,7 @@ func (p *syncPass) syncDeploymentStatus(ctx context.Context, allRSs []*apps.Repl
 	if reflect.DeepEqual(p.d.Status, newStatus) && !p.statusPending {
 		return nil
 	}
-	p.d.Status = newStatus
-	return p.writeStatus(ctx)
+	return p.writeCountsStatus(ctx, newStatus)
 }
 
 // calculateStatus derives the Deployment status from its ReplicaSets and sets

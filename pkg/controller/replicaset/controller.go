@@ -8,6 +8,7 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -34,6 +35,11 @@ const (
 	// statusUpdateRetries is how many times a failed status write is retried
 	// (after a fresh GET) before the key is requeued.
 	statusUpdateRetries = 1
+
+	// DefaultStatusMinInterval is the Options.StatusMinInterval both kinds
+	// run with: intermediate replica counts are at most this stale, while
+	// settled states and condition changes are written at once.
+	DefaultStatusMinInterval = 2 * time.Second
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}
@@ -59,7 +65,10 @@ type BaseController struct {
 	// controller's latest writes.
 	consistency controller.ConsistencyStore
 
-	podLister    corelisters.PodLister
+	podLister corelisters.PodLister
+	// nsLister, when set, shows namespaces being deleted: no pods are
+	// created there.
+	nsLister     corelisters.NamespaceLister
 	podIndexer   cache.Indexer
 	podsSynced   cache.InformerSynced
 	ownersSynced cache.InformerSynced
@@ -67,6 +76,11 @@ type BaseController struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	loop  controller.WorkLoop[string]
 	clock clock.PassiveClock
+
+	// lastStatusWrite is when each owner's (by key) status was last
+	// written, for Options.StatusMinInterval.
+	statusMu        sync.Mutex
+	lastStatusWrite map[string]time.Time
 
 	// syncHandler is sync; tests replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -92,6 +106,7 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 		ownersSynced:     adapter.Informer().HasSynced,
 		queue:            controller.NewNamedQueue(opts.QueueName),
 		clock:            clock.RealClock{},
+		lastStatusWrite:  map[string]time.Time{},
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
 	if opts.Resource != (schema.GroupResource{}) {
@@ -126,6 +141,13 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 	}
 	c.podIndexer = podInformer.Informer().GetIndexer()
 	return c
+}
+
+// WithNamespaceInformer lets the controller skip pod creations in
+// namespaces being deleted (the API server refuses them). Call before the
+// informers start.
+func (c *BaseController) WithNamespaceInformer(nsInformer coreinformers.NamespaceInformer) {
+	c.nsLister = nsInformer.Lister()
 }
 
 // Run starts sending events, waits for the caches and syncs with workers
@@ -224,6 +246,7 @@ func (c *BaseController) deleteOwner(logger klog.Logger, obj interface{}) {
 	c.consistency.Clear(types.NamespacedName{Namespace: o.Object.GetNamespace(), Name: o.Object.GetName()}, o.Object.GetUID())
 	// A new object with the same name must start without expectations.
 	c.expectations.DeleteExpectations(logger, key)
+	c.forgetStatusWrite(key)
 	c.queue.Add(key)
 }
 

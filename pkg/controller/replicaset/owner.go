@@ -2,6 +2,7 @@ package replicaset
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,4 +91,11 @@ type Options struct {
 	// behind this controller's own writes (counted in
 	// replicaset_controller_stale_sync_skips_total).
 	Resource schema.GroupResource
+	// StatusMinInterval spaces out status writes of intermediate states (pods
+	// still starting, stopping or becoming ready): within it of the last
+	// write, a sync that finds only such a change comes back when it ends.
+	// A new generation, a condition change or reaching the settled state
+	// (every replica created, labeled and available) is written at once.
+	// 0 writes every change at once, as upstream does.
+	StatusMinInterval time.Duration
 }

@@ -33,6 +33,7 @@ func NewReplicaSetController(ctx context.Context, rsInformer appsinformers.Repli
 		QueueName:           "replicaset",
 		EventComponent:      "replicaset-controller",
 		TerminatingReplicas: controller.FeatureEnabled(controller.DeploymentReplicaSetTerminatingReplicas, true),
+		StatusMinInterval:   DefaultStatusMinInterval,
 	}
 	if controller.FeatureEnabled(controller.StaleControllerConsistencyReplicaSet, true) {
 		opts.Resource = apps.Resource("replicasets")

@@ -113,6 +113,54 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 	}
 }
 
+// statusHold says how long to hold back newStatus: non-zero only when it
+// differs from the owner's in counts alone, the owner has observed its
+// generation, the counts are not the settled ones, and the last write of
+// this owner's status was less than StatusMinInterval ago.
+func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
+	interval := c.opts.StatusMinInterval
+	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil {
+		return 0
+	}
+	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration ||
+		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) ||
+		statusCountsEqual(owner.Status, newStatus) || settled(owner.Replicas, newStatus) {
+		return 0
+	}
+	c.statusMu.Lock()
+	last, ok := c.lastStatusWrite[key]
+	c.statusMu.Unlock()
+	if !ok {
+		return 0
+	}
+	if elapsed := now.Sub(last); elapsed >= 0 && elapsed < interval {
+		return interval - elapsed
+	}
+	return 0
+}
+
+// settled: every wanted replica exists, carries the template's labels and
+// is available, and none is terminating.
+func settled(want int32, st Status) bool {
+	return st.Replicas == want && st.FullyLabeledReplicas == want && st.ReadyReplicas == want &&
+		st.AvailableReplicas == want && ptr.Deref(st.TerminatingReplicas, 0) == 0
+}
+
+func (c *BaseController) noteStatusWrite(key string, now time.Time) {
+	if c.opts.StatusMinInterval <= 0 {
+		return
+	}
+	c.statusMu.Lock()
+	c.lastStatusWrite[key] = now
+	c.statusMu.Unlock()
+}
+
+func (c *BaseController) forgetStatusWrite(key string) {
+	c.statusMu.Lock()
+	delete(c.lastStatusWrite, key)
+	c.statusMu.Unlock()
+}
+
 func terminatingChange(enabled bool, old, cur Status) string {
 	if !enabled {
 		return ""

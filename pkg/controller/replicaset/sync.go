@@ -51,6 +51,7 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		logger.V(4).Info("Deleted", "kind", c.gvk.Kind, "key", key)
 		c.consistency.Clear(nsName, "")
 		c.expectations.DeleteExpectations(logger, key)
+		c.forgetStatusWrite(key)
 		return nil
 	}
 	if err != nil {
@@ -80,18 +81,29 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 	}
 
 	var manageErr error
-	if needsManage && owner.Object.GetDeletionTimestamp() == nil {
+	if needsManage && owner.Object.GetDeletionTimestamp() == nil && !controller.NamespaceTerminating(c.nsLister, namespace) {
 		manageErr = c.manageReplicas(ctx, activePods, owner)
 	}
 
 	// One instant for both the status and the next availability check.
 	now := c.clock.Now()
 	newStatus := c.calculateStatus(owner, activePods, terminatingPods, manageErr, now)
-	updated, err := c.updateStatus(ctx, owner, newStatus)
-	if err != nil {
-		return err
+	updated := owner
+	if wait := c.statusHold(key, owner, newStatus, now); wait > 0 {
+		// An intermediate state shortly after the last write: the sync
+		// after wait writes whatever the pods then show.
+		logger.V(4).Info("Holding back intermediate status", "kind", c.gvk.Kind, "key", key, "for", wait)
+		c.queue.AddAfter(key, wait)
+	} else {
+		updated, err = c.updateStatus(ctx, owner, newStatus)
+		if err != nil {
+			return err
+		}
+		if updated != owner {
+			c.noteStatusWrite(key, now)
+		}
+		c.consistency.WroteAt(nsName, owner.Object.GetUID(), c.opts.Resource, updated.Object.GetResourceVersion())
 	}
-	c.consistency.WroteAt(nsName, owner.Object.GetUID(), c.opts.Resource, updated.Object.GetResourceVersion())
 	if manageErr != nil {
 		return manageErr
 	}

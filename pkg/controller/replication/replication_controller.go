@@ -29,9 +29,10 @@ type ReplicationManager struct {
 func NewReplicationManager(ctx context.Context, podInformer coreinformers.PodInformer, rcInformer coreinformers.ReplicationControllerInformer, kubeClient clientset.Interface, burstReplicas int) *ReplicationManager {
 	adapter := &rcAdapter{informer: rcInformer.Informer(), lister: rcInformer.Lister(), client: kubeClient}
 	return &ReplicationManager{replicaset.NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, replicaset.Options{
-		GVK:            v1.SchemeGroupVersion.WithKind("ReplicationController"),
-		QueueName:      "replicationmanager",
-		EventComponent: "replication-controller",
+		GVK:               v1.SchemeGroupVersion.WithKind("ReplicationController"),
+		QueueName:         "replicationmanager",
+		EventComponent:    "replication-controller",
+		StatusMinInterval: replicaset.DefaultStatusMinInterval,
 		// The ReplicationController API has no terminatingReplicas, and
 		// upstream does not do the stale-cache check for it.
 	})}

@@ -1,0 +1,144 @@
+package deployment
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	apps "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/workqueue"
+)
+
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	after []time.Duration
+}
+
+func (r *recordingQueue) AddAfter(key string, d time.Duration) { r.after = append(r.after, d) }
+
+// Counts that change within DefaultStatusMinInterval of the last write wait
+// for the interval; the completed rollout is written at once.
+func TestIntermediateStatusCoalesced(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
+	f.dc.queue = rec
+
+	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
+		t.Fatalf("first pass: %d status writes, want 1", n)
+	}
+	// Progressing turns from NewReplicaSetCreated to ReplicaSetUpdated:
+	// a condition change, written at once.
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 1 })
+	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
+		t.Fatalf("condition change: %d status writes, want 1", n)
+	}
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 3 })
+	if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
+		t.Fatalf("intermediate state right after a write: %s", describe(acts))
+	}
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
+
+	f.clock.Step(DefaultStatusMinInterval)
+	acts := f.mustSync(d)
+	if u := statusUpdates(acts); len(u) != 1 || u[0].Status.AvailableReplicas != 3 {
+		t.Fatalf("after the interval: %s", describe(acts))
+	}
+
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 10 })
+	acts = f.mustSync(d)
+	if u := statusUpdates(acts); len(u) != 1 || u[0].Status.AvailableReplicas != 10 {
+		t.Fatalf("complete rollout not written at once: %s", describe(acts))
+	}
+}
+
+// Without the interval (upstream's behaviour) the intermediate state is
+// written at once: the control for the test above.
+func TestIntermediateStatusWrittenWithZeroInterval(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	f.dc.statusMinInterval = 0
+	f.mustSync(d)
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 3 })
+	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
+		t.Fatalf("%d status writes, want 1", n)
+	}
+}
+
+// A sync from a cache still holding the version our status write replaced
+// does nothing (its write would conflict); once the cache shows the write,
+// syncs resume.
+func TestSyncSkippedWhileCacheBehindOwnWrite(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	f.dc.statusMinInterval = 0
+	f.client.PrependReactor("update", "deployments", bumpResourceVersion())
+	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
+		t.Fatalf("first pass: %d status writes, want 1", n)
+	}
+	// The RS gets pods; the cache still has the Deployment as it was.
+	list, _ := f.client.AppsV1().ReplicaSets("default").List(f.ctx, metav1.ListOptions{})
+	for i := range list.Items {
+		rs := &list.Items[i]
+		rs.Status = apps.ReplicaSetStatus{Replicas: 10, FullyLabeledReplicas: 10, ReadyReplicas: 2, AvailableReplicas: 2, ObservedGeneration: 1}
+		f.addToCache(rs)
+	}
+	f.client.ClearActions()
+	if err := f.dc.syncDeployment(f.ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	if acts := f.client.Actions(); len(acts) != 0 {
+		t.Fatalf("stale cache: made calls %s", describe(acts))
+	}
+	f.refreshDeployment()
+	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || u[0].Status.AvailableReplicas != 2 {
+		t.Fatalf("after the cache caught up: %d status writes", len(u))
+	}
+}
+
+// In a namespace being deleted no ReplicaSet is created (the API server
+// would refuse it); in a live namespace it is.
+func TestNothingCreatedInTerminatingNamespace(t *testing.T) {
+	for _, terminating := range []bool{false, true} {
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Status: v1.NamespaceStatus{Phase: v1.NamespaceActive}}
+		if terminating {
+			now := metav1.Now()
+			ns.DeletionTimestamp = &now
+			ns.Status.Phase = v1.NamespaceTerminating
+		}
+		d := newDeployment(3)
+		f := newFixture(t, d)
+		f.dc.WithNamespaceInformer(f.factory.Core().V1().Namespaces())
+		if err := f.factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
+			t.Fatal(err)
+		}
+		created := len(rsCreates(f.mustSync(d)))
+		if terminating && created != 0 {
+			t.Fatalf("terminating namespace: created %d ReplicaSets", created)
+		}
+		if !terminating && created != 1 {
+			t.Fatalf("live namespace: created %d ReplicaSets, want 1", created)
+		}
+	}
+}
+
+// bumpResourceVersion makes the fake apiserver give each written Deployment
+// a new resourceVersion, as the real one does.
+func bumpResourceVersion() core.ReactionFunc {
+	n := 100
+	return func(a core.Action) (bool, runtime.Object, error) {
+		if u, ok := a.(core.UpdateAction); ok {
+			if obj, ok := u.GetObject().(*apps.Deployment); ok {
+				n++
+				obj.ResourceVersion = strconv.Itoa(n)
+			}
+		}
+		return false, nil, nil
+	}
+}

@@ -1,0 +1,120 @@
+package replicaset
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+// Intermediate counts written within StatusMinInterval of the previous write
+// are held back and come back later; the settled state is written at once.
+func TestIntermediateStatusIsCoalesced(t *testing.T) {
+	rs := newRS("web", 3)
+	rs.Status.TerminatingReplicas = ptr.To(int32(0))
+	f := newFixture(t, BurstReplicas, rs, newPod("p1", rs))
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f.rsc.clock = clk
+	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
+	f.rsc.queue = rec
+	sync := func() {
+		t.Helper()
+		if err := f.sync("ns/web"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// First write (new generation observed): at once.
+	sync()
+	if n := len(f.statusUpdates()); n != 1 {
+		t.Fatalf("status writes %d, want 1", n)
+	}
+	f.addToCache(f.lastStatus())
+	f.rsc.expectations.DeleteExpectations(klogBackground(), "ns/web")
+
+	// A second pod shows up 100ms later: intermediate, held back.
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	f.addToCache(newPod("p2", rs))
+	rec.after = nil
+	sync()
+	if n := len(f.statusUpdates()); n != 1 {
+		t.Fatalf("status writes %d, want 1 (held back)", n)
+	}
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval-100*time.Millisecond {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval-100*time.Millisecond)
+	}
+
+	// When the interval is over, the latest counts are written.
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	sync()
+	if n := len(f.statusUpdates()); n != 2 {
+		t.Fatalf("status writes %d, want 2", n)
+	}
+	if got := f.lastStatus().Status.Replicas; got != 2 {
+		t.Fatalf("status.replicas %d, want 2", got)
+	}
+	f.addToCache(f.lastStatus())
+
+	// Right after that write, every pod becomes available: settled, so
+	// written at once.
+	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
+	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
+	sync()
+	if n := len(f.statusUpdates()); n != 3 {
+		t.Fatalf("status writes %d, want 3 (settled state at once)", n)
+	}
+	if st := f.lastStatus().Status; st.Replicas != 3 || st.ReadyReplicas != 3 || st.AvailableReplicas != 3 {
+		t.Fatalf("status %+v, want 3/3/3", st)
+	}
+}
+
+// With the interval at 0 (upstream's behaviour) every change is written.
+func TestNoCoalescingWithZeroInterval(t *testing.T) {
+	rs := newRS("web", 3)
+	rs.Status.TerminatingReplicas = ptr.To(int32(0))
+	f := newFixture(t, BurstReplicas, rs, newPod("p1", rs))
+	f.rsc.opts.StatusMinInterval = 0
+	if err := f.sync("ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	f.addToCache(f.lastStatus())
+	f.rsc.expectations.DeleteExpectations(klogBackground(), "ns/web")
+	f.addToCache(newPod("p2", rs))
+	if err := f.sync("ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.statusUpdates()); n != 2 {
+		t.Fatalf("status writes %d, want 2", n)
+	}
+}
+
+func klogBackground() klog.Logger { return klog.Background() }
+
+// No pods are created in a namespace being deleted; in a live one they are.
+func TestNoPodsCreatedInTerminatingNamespace(t *testing.T) {
+	for _, terminating := range []bool{false, true} {
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: v1.NamespaceStatus{Phase: v1.NamespaceActive}}
+		if terminating {
+			now := metav1.Now()
+			ns.DeletionTimestamp = &now
+			ns.Status.Phase = v1.NamespaceTerminating
+		}
+		f := newFixture(t, BurstReplicas, newRS("web", 3))
+		f.rsc.WithNamespaceInformer(f.factory.Core().V1().Namespaces())
+		if err := f.factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.sync("ns/web"); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 3, true: 0}[terminating]; len(f.pc.Templates) != want {
+			t.Fatalf("terminating=%v: created %d pods, want %d", terminating, len(f.pc.Templates), want)
+		}
+	}
+}
