@@ -55,6 +55,9 @@ def main():
 
     verbs, ctrls, codes = Counter(), Counter(), Counter()
     ctrl_mut = Counter()
+    # Writes by resource[/subresource] and verb, and refusals by code.
+    writes = Counter()
+    refused = Counter()
     total_all = 0
     uas = set()
     with open(audit) as f:
@@ -78,9 +81,17 @@ def main():
                 ctrls[c] += 1
                 if v in MUTATING:
                     ctrl_mut[c] += 1
+                    ref = ev.get("objectRef") or {}
+                    res = ref.get("resource", "?")
+                    if ref.get("subresource"):
+                        res += "/" + ref["subresource"]
+                    writes[f"{v} {res}"] += 1
                 uas.add(ua.split(" ", 1)[0])
             elif stage == "ResponseComplete":
                 code = (ev.get("responseStatus") or {}).get("code", 0)
+                if code >= 400:
+                    ref = ev.get("objectRef") or {}
+                    refused[f"{code} {ev.get('verb', '?')} {ref.get('resource', '?')}"] += 1
                 if code == 409:
                     codes["409"] += 1
                 elif code >= 400:
@@ -95,6 +106,8 @@ def main():
         "controllers": dict(ctrls),
         "controllers_mutating": dict(ctrl_mut),
         "errors": dict(codes),
+        "writes": dict(writes),
+        "refused": dict(refused),
         "user_agents": sorted(uas),
     })
     json.dump(out, sys.stdout, indent=1, sort_keys=True)

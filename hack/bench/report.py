@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Markdown report of hack/bench/rollout.sh runs: per size, the median of the
+rounds for ours and upstream with the [min-max] spread, and the ratio of the
+medians ours/upstream.   report.py RUNS_DIR SIZE...
+(RUNS_DIR holds ours-SIZE-ROUND.json and upstream-SIZE-ROUND.json.)"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+FIGURES = [
+    ("converge: create, roll out, delete (s)", "secs_total"),
+    ("  create until all available (s)", "secs_create"),
+    ("  template change until all rolled out (s)", "secs_update"),
+    ("  namespace delete until gone (s)", "secs_delete"),
+    ("KCM CPU seconds (workload)", "cpu_window"),
+    ("KCM peak RSS MiB (VmHWM)", "rss_peak_mib"),
+    ("API requests", "requests_total"),
+    ("API writes (create/update/patch/delete)", "requests_mutating"),
+    ("409 conflicts", ("errors", "409")),
+    ("other refusals (4xx/5xx)", ("errors", "4xx/5xx other")),
+]
+TARGETS = {"secs_total": 0.8, "cpu_window": 0.7, "rss_peak_mib": 0.5, "requests_mutating": 0.6}
+
+
+def get(run, key):
+    if isinstance(key, tuple):
+        return float(run.get(key[0], {}).get(key[1], 0))
+    v = run.get(key)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v == int(v) and abs(v) >= 10:
+        return f"{int(v)}"
+    return f"{v:.1f}"
+
+
+def cell(vals):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-", None
+    m = statistics.median(vals)
+    if len(vals) == 1:
+        return fmt(m), m
+    return f"{fmt(m)} [{fmt(min(vals))}-{fmt(max(vals))}]", m
+
+
+def ratio(a, b):
+    if a is None or b is None:
+        return "-"
+    if b == 0:
+        return "-" if a == 0 else "inf"
+    return f"{a / b:.2f}"
+
+
+def load(d, who, size):
+    runs = []
+    for p in sorted(glob.glob(os.path.join(d, f"{who}-{size}-*.json"))):
+        with open(p) as f:
+            runs.append(json.load(f))
+    return runs
+
+
+def main():
+    d, sizes = sys.argv[1], sys.argv[2:]
+    for size in sizes:
+        ours, up = load(d, "ours", size), load(d, "upstream", size)
+        if not ours or not up:
+            print(f"(no complete runs at {size} pods)\n")
+            continue
+        incomplete = sum(1 for r in ours + up if r.get("complete") != "1")
+        print(f"#### {size} pods: {ours[0].get('deployments')} Deployments x 10, {ours[0].get('nodes')} kwok nodes, "
+              f"{len(ours)} + {len(up)} runs" + (f" ({incomplete} timed out)" if incomplete else ""))
+        print()
+        print("| figure | ours | upstream | ours/upstream | target |")
+        print("|---|---:|---:|---:|---:|")
+        for label, key in FIGURES:
+            a_s, a = cell([get(r, key) for r in ours])
+            b_s, b = cell([get(r, key) for r in up])
+            t = TARGETS.get(key) if isinstance(key, str) else None
+            print(f"| {label} | {a_s} | {b_s} | {ratio(a, b)} | {('<= ' + str(t)) if t else ''} |")
+        # Writes by resource and verb, largest first.
+        kinds = set()
+        for r in ours + up:
+            kinds |= set(r.get("writes", {}))
+        rows = []
+        for k in kinds:
+            a = statistics.median([r.get("writes", {}).get(k, 0) for r in ours])
+            b = statistics.median([r.get("writes", {}).get(k, 0) for r in up])
+            rows.append((a + b, k, a, b))
+        for _, k, a, b in sorted(rows, reverse=True):
+            print(f"| writes: {k} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | |")
+        kinds = set()
+        for r in ours + up:
+            kinds |= set(r.get("refused", {}))
+        rows = []
+        for k in kinds:
+            a = statistics.median([r.get("refused", {}).get(k, 0) for r in ours])
+            b = statistics.median([r.get("refused", {}).get(k, 0) for r in up])
+            rows.append((a + b, k, a, b))
+        for _, k, a, b in sorted(rows, reverse=True):
+            print(f"| refused: {k} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | |")
+        print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# Rollout bench: our kube-controller-manager against upstream's v1.37.2, same
+# flags, same build flags (CGO_ENABLED=0 -trimpath -ldflags='-s -w'), same
+# bed (hack/local-up.sh: etcd, kube-apiserver with a Metadata audit log,
+# kube-scheduler, kwok nodes), rounds alternating ours/upstream on a fresh
+# cluster each. The workload, at each size P (pods; P/10 Deployments x 10):
+#   1. create the Deployments, wait until every one is available;
+#   2. change every pod template at once, wait until every rollout is done
+#      (observedGeneration current, 10 updated, 10 available, 10 total);
+#   3. delete the namespace, wait until it is gone.
+# Figures per run: seconds per phase and in all (converge), the controller
+# manager's CPU seconds over the workload, its peak RSS (VmHWM), and from
+# the audit log its API requests, writes by resource/subresource and verb,
+# 409 conflicts and other refusals. The markdown report (medians, min-max
+# spread, ratios ours/upstream; date, commit, machine) goes to stdout and
+# ${BENCH_DIR}/rollout.md.
+#
+#   make bench                                  # BENCH_SIZES=1000, 3 rounds
+#   BENCH_SIZES="1000 5000" BENCH_ROUNDS=3 hack/bench/rollout.sh
+#
+# Environment:
+#   BENCH_SIZES (1000)    pod counts, each a multiple of 10
+#   BENCH_ROUNDS (3)      rounds per size; each round runs both binaries
+#   BENCH_QPS (500) BENCH_BURST (1000)  --kube-api-qps/--kube-api-burst for both
+#   BENCH_KCM_FLAGS       further flags for both
+#   BENCH_TIMEOUT (900)   seconds allowed per wait
+#   BENCH_PPROF (1)       ours, last round of the largest size: a CPU profile of
+#                         the update phase and a heap profile before teardown
+#   BENCH_DIR (_output/bench)
+# 110 pods fit on a kwok node; nodes = ceil(P/100)+1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN="${ROOT}/_output/bin"
+SIZES="${BENCH_SIZES:-1000}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+QPS="${BENCH_QPS:-500}"
+BURST="${BENCH_BURST:-1000}"
+TIMEOUT="${BENCH_TIMEOUT:-900}"
+PPROF="${BENCH_PPROF:-1}"
+OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
+KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
+R=10
+NS=bench
+log() { echo "+++ [bench $(date -u +%H:%M:%S)] $*" >&2; }
+now() { date +%s.%N; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+for p in ${SIZES}; do
+  [[ "${p}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZES: ${p} is not a multiple of 10"; exit 2; }
+done
+[[ "${ROUNDS}" =~ ^[1-9][0-9]*$ ]] || { log "BENCH_ROUNDS must be a positive number"; exit 2; }
+
+"${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
+# Ours built as install-test-binaries.sh builds upstream's.
+(cd "${ROOT}" && make -s bench-build)
+OURS="${BIN}/kube-controller-manager-bench"
+UPSTREAM="${BIN}/kube-controller-manager-upstream"
+mkdir -p "${OUT}"
+
+POLICY="${OUT}/audit-policy.yaml"
+cat > "${POLICY}" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["ResponseStarted"]
+rules:
+- level: Metadata
+YAML
+
+CLUSTER_PID=""
+stop_cluster() {
+  local pid=${CLUSTER_PID}
+  [[ -n "${pid}" ]] || return 0
+  CLUSTER_PID=""
+  kill -TERM "${pid}" 2>/dev/null || true
+  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "${pid}" 2>/dev/null || true
+  wait "${pid}" 2>/dev/null || true
+}
+trap stop_cluster EXIT
+trap 'stop_cluster; exit 130' INT TERM
+
+cpu_secs() {
+  local f; read -ra f < <(sed 's/.*) //' "/proc/$1/stat")
+  echo "$(( f[11] + f[12] )) $(getconf CLK_TCK)" | awk '{printf "%.2f\n", $1/$2}'
+}
+hwm_mib() { awk '/^VmHWM:/ {printf "%.1f\n", $2/1024}' "/proc/$1/status"; }
+
+poll() { # WHAT SECONDS COMMAND...
+  local what=$1 secs=$2 deadline; shift 2
+  deadline=$(( SECONDS + secs ))
+  while (( SECONDS < deadline )); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "${CLUSTER_PID}" 2>/dev/null; then log "the cluster died while waiting for ${what}"; return 1; fi
+    sleep 1
+  done
+  log "timed out after ${secs}s waiting for ${what}"; return 1
+}
+
+manifest() { # N
+  local i
+  for (( i = 0; i < $1; i++ )); do
+    cat <<YAML
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bench-${i}, namespace: ${NS}}
+spec:
+  replicas: ${R}
+  selector: {matchLabels: {app: bench-${i}}}
+  template:
+    metadata: {labels: {app: bench-${i}}}
+    spec:
+      containers: [{name: c, image: registry.k8s.io/pause:3.10}]
+YAML
+  done
+}
+
+# done_count KUBECTL... -> Deployments whose rollout is complete at R replicas.
+rolled_out() { # N KUBECTL...
+  local n=$1; shift
+  local got
+  got=$("$@" -n "${NS}" get deployments -o jsonpath='{range .items[*]}{.metadata.generation}={.status.observedGeneration} {.status.replicas}/{.status.updatedReplicas}/{.status.availableReplicas}{"\n"}{end}' \
+    | awk -v r="${R}" '{split($1,g,"="); if (g[1]==g[2] && $2==r"/"r"/"r) c++} END {print c+0}')
+  [[ "${got}" -ge "${n}" ]]
+}
+ns_gone() { ! "$@" get namespace "${NS}" >/dev/null 2>&1 && "$@" get --raw /readyz >/dev/null; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
+
+# run_one NAME BINARY PODS WANT_PPROF: a fresh cluster, the workload, NAME.json.
+run_one() {
+  local name=$1 binary=$2 pods=$3 want_pprof=$4
+  local n=$(( pods / R )) nodes=$(( (pods + 99) / 100 + 1 ))
+  local dir="${OUT}/runs/${name}"
+  rm -rf "${dir}"; mkdir -p "${dir}"
+  local audit="${dir}/audit.log" kcm_port
+  kcm_port=$(free_port)
+  log "[${name}] cluster with ${nodes} kwok nodes, ${n} Deployments x ${R} (${binary##*/})"
+  KCM_LOCAL_DIR="${dir}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" KCM_LOCAL_NODES="${nodes}" \
+    KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="${kcm_port}" \
+    KCM_LOCAL_KCM_FLAGS="${KCM_FLAGS}" \
+    KCM_LOCAL_APISERVER_FLAGS="--audit-policy-file=${POLICY} --audit-log-path=${audit} --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=1000 --max-mutating-requests-inflight=500" \
+    "${ROOT}/hack/local-up.sh" >"${dir}/local-up.log" 2>&1 &
+  CLUSTER_PID=$!
+  if ! poll "the cluster" 300 grep -q '^Local cluster is up' "${dir}/local-up.log"; then
+    tail -20 "${dir}/local-up.log" >&2 || true; return 1
+  fi
+  local kcm_pid
+  kcm_pid=$(sed -n 's/.*started kube-controller-manager (pid \([0-9]*\)).*/\1/p' "${dir}/local-up.log" | tail -1)
+  [[ -n "${kcm_pid}" ]] && kill -0 "${kcm_pid}" || { log "[${name}] no controller manager pid"; return 1; }
+  local kubeconfig="${dir}/cluster/kubeconfig"
+  local K=("${BIN}/kubectl" --kubeconfig="${kubeconfig}")
+  local token
+  token=$(awk '/token:/ {print $2; exit}' "${kubeconfig}")
+
+  "${K[@]}" create namespace "${NS}" >/dev/null
+  poll "the default ServiceAccount" 120 "${K[@]}" -n "${NS}" get serviceaccount default || return 1
+  manifest "${n}" > "${dir}/deployments.yaml"
+  sleep 2
+
+  local cpu0 t0 t1 t2 t3 t4 s_create s_update s_delete s_total ok=1
+  cpu0=$(cpu_secs "${kcm_pid}"); t0=$(now)
+  "${K[@]}" create -f "${dir}/deployments.yaml" >/dev/null
+  poll "${n} Deployments available" "${TIMEOUT}" rolled_out "${n}" "${K[@]}" || ok=0
+  t1=$(now); s_create=$(secs "${t0}" "${t1}")
+  log "[${name}] created and available: ${s_create}s; updating every template"
+  local prof_pid=""
+  if [[ "${want_pprof}" == 1 ]]; then
+    curl -sk -H "Authorization: Bearer ${token}" -o "${dir}/cpu.pprof" \
+      "https://127.0.0.1:${kcm_port}/debug/pprof/profile?seconds=30" & prof_pid=$!
+  fi
+  t2=$(now)
+  # A new pod template for every Deployment (one PATCH each, by kubectl).
+  "${K[@]}" -n "${NS}" set env deployments --all BENCH_ROUND=2 >/dev/null
+  poll "${n} rollouts" "${TIMEOUT}" rolled_out "${n}" "${K[@]}" || ok=0
+  t3=$(now); s_update=$(secs "${t2}" "${t3}")
+  [[ -z "${prof_pid}" ]] || wait "${prof_pid}" || true
+  if [[ "${want_pprof}" == 1 ]]; then
+    curl -sk -H "Authorization: Bearer ${token}" -o "${dir}/heap.pprof" "https://127.0.0.1:${kcm_port}/debug/pprof/heap" || true
+  fi
+  log "[${name}] rolled out: ${s_update}s; deleting the namespace"
+  "${K[@]}" delete namespace "${NS}" --wait=false >/dev/null
+  poll "namespace ${NS} to go" "${TIMEOUT}" ns_gone "${K[@]}" || ok=0
+  t4=$(now); s_delete=$(secs "${t3}" "${t4}")
+  s_total=$(awk -v a="${s_create}" -v b="${s_update}" -v c="${s_delete}" 'BEGIN {printf "%.1f\n", a + b + c}')
+  local cpu1 hwm
+  cpu1=$(cpu_secs "${kcm_pid}"); hwm=$(hwm_mib "${kcm_pid}")
+  sleep 1
+  stop_cluster
+  log "[${name}] namespace gone: ${s_delete}s; cpu $(awk -v a="${cpu0}" -v b="${cpu1}" 'BEGIN {print b - a}')s, peak RSS ${hwm} MiB"
+  cat > "${dir}/facts.txt" <<FACTS
+binary=${binary##*/}
+pods=${pods}
+deployments=${n}
+nodes=${nodes}
+complete=${ok}
+window_start=${t0}
+window_end=${t4}
+secs_create=${s_create}
+secs_update=${s_update}
+secs_delete=${s_delete}
+secs_total=${s_total}
+cpu_window=$(awk -v a="${cpu0}" -v b="${cpu1}" 'BEGIN {printf "%.2f\n", b - a}')
+rss_peak_mib=${hwm}
+FACTS
+  python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${dir}/facts.txt" > "${OUT}/runs/${name}.json"
+  # The audit logs are large; keep the summaries and profiles only.
+  rm -f "${audit}"* ; rm -rf "${dir}/cluster"
+}
+
+START=${SECONDS}
+rm -rf "${OUT}/runs"; mkdir -p "${OUT}/runs"
+LARGEST=$(tr ' ' '\n' <<<"${SIZES}" | sort -n | tail -1)
+for p in ${SIZES}; do
+  for (( r = 1; r <= ROUNDS; r++ )); do
+    want=0
+    [[ "${PPROF}" == 1 && "${p}" == "${LARGEST}" && "${r}" == "${ROUNDS}" ]] && want=1
+    # Alternate which binary goes first, so drift on a shared machine
+    # does not favour one.
+    if (( r % 2 )); then
+      run_one "ours-${p}-${r}" "${OURS}" "${p}" "${want}"
+      run_one "upstream-${p}-${r}" "${UPSTREAM}" "${p}" 0
+    else
+      run_one "upstream-${p}-${r}" "${UPSTREAM}" "${p}" 0
+      run_one "ours-${p}-${r}" "${OURS}" "${p}" "${want}"
+    fi
+  done
+done
+
+{
+  echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds"
+  echo
+  echo "$(date -u +%Y-%m-%d), commit $(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD || echo '-dirty'),"
+  echo "$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM."
+  echo "Both binaries: \`CGO_ENABLED=0 go build -trimpath -ldflags='-s -w'\`, flags \`${KCM_FLAGS% }\` plus local-up.sh's"
+  echo "(\`--use-service-account-credentials --v=2\`, every default controller). Medians of ${ROUNDS} rounds, [min-max];"
+  echo "requests are those of the controller manager between the first create and the namespace being gone (audit log)."
+  echo
+  python3 "${ROOT}/hack/bench/report.py" "${OUT}/runs" ${SIZES}
+} > "${OUT}/rollout.md"
+cat "${OUT}/rollout.md"
+if [[ "${PPROF}" == 1 && -s "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/cpu.pprof" ]]; then
+  {
+    echo; echo "CPU profile of ours, update phase, ${LARGEST} pods (top 15, cumulative):"; echo '```'
+    go tool pprof -top -cum -nodecount=15 "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/cpu.pprof" 2>/dev/null | sed -n '1,25p'
+    echo '```'; echo "Heap (inuse_space) of ours before teardown (top 10):"; echo '```'
+    go tool pprof -top -sample_index=inuse_space -nodecount=10 "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/heap.pprof" 2>/dev/null | sed -n '1,18p'
+    echo '```'
+  } > "${OUT}/profiles.md"
+  cat "${OUT}/profiles.md"
+fi
+log "report in ${OUT}/rollout.md ($((SECONDS - START))s)"
