@@ -98,6 +98,12 @@ func (c ControllerContext) NewClient(name string) (clientset.Interface, error) {
 	return cl, nil
 }
 
+// InformerTransform is the transform of every shared informer: what
+// controllers' caches hold. Exported for the field-loss test
+// (test/integration/fieldloss), which runs controllers over caches trimmed
+// exactly like this and checks no stored byte is lost.
+var InformerTransform = stripManagedFields
+
 // stripManagedFields drops managedFields from cached objects: controllers
 // never read them and they are often the bulk of an object.
 func stripManagedFields(obj interface{}) (interface{}, error) {
@@ -115,7 +121,7 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 		return ControllerContext{}, fmt.Errorf("failed to create Kubernetes client for %q: %w", "shared-informers", err)
 	}
 	resync := resyncPeriod(c)
-	sharedInformers := informers.NewSharedInformerFactoryWithOptions(versionedClient, resync(), informers.WithTransform(stripManagedFields))
+	sharedInformers := informers.NewSharedInformerFactoryWithOptions(versionedClient, resync(), informers.WithTransform(InformerTransform))
 
 	metadataConfig, err := rootClientBuilder.Config("metadata-informers")
 	if err != nil {
@@ -125,7 +131,7 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("failed to create metadata client: %w", err)
 	}
-	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(stripManagedFields))
+	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(InformerTransform))
 
 	if err := cmapp.WaitForAPIServer(ctx, versionedClient, apiserverWaitTimeout); err != nil {
 		return ControllerContext{}, fmt.Errorf("failed to wait for apiserver being healthy: %w", err)

@@ -53,8 +53,10 @@ type DeploymentController struct {
 	eventBroadcaster record.EventBroadcaster
 	eventRecorder    record.EventRecorder
 
-	dLister    appslisters.DeploymentLister
-	rsLister   appslisters.ReplicaSetLister
+	dLister  appslisters.DeploymentLister
+	rsLister appslisters.ReplicaSetLister
+	// rsIndexer indexes ReplicaSets by rsClaimIndex, or is nil.
+	rsIndexer  cache.Indexer
 	podIndexer cache.Indexer
 
 	dListerSynced   cache.InformerSynced
@@ -154,6 +156,16 @@ func NewDeploymentController(ctx context.Context, dInformer appsinformers.Deploy
 	}
 	if err := controller.AddPodControllerIndexer(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("adding Pod controller UID indexer: %w", err)
+	}
+	rsInf := rsInformer.Informer()
+	if _, ok := rsInf.GetIndexer().GetIndexers()[rsClaimIndex]; !ok {
+		if err := rsInf.AddIndexers(cache.Indexers{rsClaimIndex: rsClaimIndexFunc}); err != nil {
+			// Without it every sync lists the namespace's ReplicaSets.
+			logger.Error(err, "Unable to add the ReplicaSet claim index")
+		}
+	}
+	if _, ok := rsInf.GetIndexer().GetIndexers()[rsClaimIndex]; ok {
+		dc.rsIndexer = rsInf.GetIndexer()
 	}
 	dc.podIndexer = podInformer.Informer().GetIndexer()
 	return dc, nil
@@ -396,8 +408,7 @@ func (dc *DeploymentController) enqueueAfter(d *apps.Deployment, after time.Dura
 // getReplicaSetsForDeployment returns the ReplicaSets d owns after adopting
 // matching orphans and releasing owned ones that no longer match.
 func (dc *DeploymentController) getReplicaSetsForDeployment(ctx context.Context, d *apps.Deployment) ([]*apps.ReplicaSet, error) {
-	// All of the namespace, so owned ones that stopped matching get released.
-	all, err := dc.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
+	all, err := dc.claimCandidates(d)
 	if err != nil {
 		return nil, err
 	}
@@ -433,4 +444,44 @@ func (dc *DeploymentController) getPodMapForDeployment(rsList []*apps.ReplicaSet
 		podMap[rs.UID] = pods
 	}
 	return podMap, nil
+}
+
+// rsClaimIndex indexes ReplicaSets by controller UID, orphans by namespace:
+// a Deployment can only claim its own ReplicaSets and orphans, so a sync
+// need not list (and match) every ReplicaSet of a namespace, which made
+// each sync cost grow with the namespace.
+const rsClaimIndex = "deploymentClaim"
+
+func rsClaimIndexFunc(obj interface{}) ([]string, error) {
+	rs, ok := obj.(*apps.ReplicaSet)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+		return []string{"uid/" + string(ref.UID)}, nil
+	}
+	return []string{"orphan/" + rs.Namespace}, nil
+}
+
+// claimCandidates returns the ReplicaSets ClaimReplicaSets may act on for d:
+// those it controls (kept or released) and the namespace's orphans (maybe
+// adopted). Others' ReplicaSets are skipped by the claim anyway.
+func (dc *DeploymentController) claimCandidates(d *apps.Deployment) ([]*apps.ReplicaSet, error) {
+	if dc.rsIndexer == nil {
+		return dc.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
+	}
+	var out []*apps.ReplicaSet
+	for _, key := range []string{"uid/" + string(d.UID), "orphan/" + d.Namespace} {
+		objs, err := dc.rsIndexer.ByIndex(rsClaimIndex, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			// The UID is cluster-wide unique, but stay in d's namespace.
+			if rs, ok := o.(*apps.ReplicaSet); ok && rs.Namespace == d.Namespace {
+				out = append(out, rs)
+			}
+		}
+	}
+	return out, nil
 }

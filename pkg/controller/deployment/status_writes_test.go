@@ -142,3 +142,31 @@ func bumpResourceVersion() core.ReactionFunc {
 		return false, nil, nil
 	}
 }
+
+// A sync looks only at the Deployment's own ReplicaSets and the namespace's
+// orphans, not at every ReplicaSet of the namespace.
+func TestClaimCandidatesOwnAndOrphansOnly(t *testing.T) {
+	d := newDeployment(1)
+	other := newDeployment(1)
+	other.Name, other.UID = "other", "other-uid"
+	own := ownedRS(d, webTemplate("a"), 1, 1, t0)
+	foreign := ownedRS(other, webTemplate("b"), 1, 1, t0)
+	orphan := ownedRS(d, webTemplate("c"), 1, 1, t0)
+	orphan.OwnerReferences = nil
+	elsewhere := ownedRS(d, webTemplate("d"), 1, 1, t0)
+	elsewhere.OwnerReferences = nil
+	elsewhere.Namespace = "elsewhere"
+	f := newFixture(t, d, other, own, foreign, orphan, elsewhere)
+	got, err := f.dc.claimCandidates(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, rs := range got {
+		names[rs.Namespace+"/"+rs.Name] = true
+	}
+	want := map[string]bool{"default/" + own.Name: true, "default/" + orphan.Name: true}
+	if len(names) != len(want) || !names["default/"+own.Name] || !names["default/"+orphan.Name] {
+		t.Fatalf("candidates %v, want %v", names, want)
+	}
+}
