@@ -26,6 +26,10 @@
 #   BENCH_TIMEOUT (900)   seconds allowed per wait
 #   BENCH_PPROF (1)       ours, last round of the largest size: a CPU profile of
 #                         the update phase and a heap profile before teardown
+#   BENCH_FILLER (0)      memory workload: this many ConfigMaps and as many
+#                         Secrets of 10 KiB (namespace filler) created before
+#                         the rollout, outside the timed window; peak RSS then
+#                         shows what the caches hold
 #   BENCH_DIR (_output/bench)
 # 110 pods fit on a kwok node; nodes = ceil(P/100)+1.
 set -euo pipefail
@@ -38,6 +42,7 @@ QPS="${BENCH_QPS:-500}"
 BURST="${BENCH_BURST:-1000}"
 TIMEOUT="${BENCH_TIMEOUT:-900}"
 PPROF="${BENCH_PPROF:-1}"
+FILLER="${BENCH_FILLER:-0}"
 OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
 R=10
@@ -124,6 +129,21 @@ rolled_out() { # N KUBECTL...
   [[ "${got}" -ge "${n}" ]]
 }
 ns_gone() { ! "$@" get namespace "${NS}" >/dev/null 2>&1 && "$@" get --raw /readyz >/dev/null; }
+filler() { # N DIR: N ConfigMaps and N Secrets of 10 KiB, 500 per file
+  python3 - "$@" <<'PY'
+import base64, os, sys
+n, out = int(sys.argv[1]), sys.argv[2]
+blob = "x" * 10240
+b64 = base64.b64encode(blob.encode()).decode()
+for kind in ("ConfigMap", "Secret"):
+    for start in range(0, n, 500):
+        with open(os.path.join(out, f"{kind}-{start}.yaml"), "w") as f:
+            f.write("---\n".join(
+                f"apiVersion: v1\nkind: {kind}\nmetadata: {{name: filler-{i}, namespace: filler}}\n"
+                + (f"data: {{blob: {blob}}}\n" if kind == "ConfigMap" else f"data: {{blob: {b64}}}\n")
+                for i in range(start, min(n, start + 500))))
+PY
+}
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
 
 # run_one NAME BINARY PODS WANT_PPROF: a fresh cluster, the workload, NAME.json.
@@ -152,6 +172,13 @@ run_one() {
   local token
   token=$(awk '/token:/ {print $2; exit}' "${kubeconfig}")
 
+  if (( FILLER > 0 )); then
+    mkdir -p "${dir}/filler"; filler "${FILLER}" "${dir}/filler"
+    "${K[@]}" create namespace filler >/dev/null
+    log "[${name}] creating ${FILLER} ConfigMaps and ${FILLER} Secrets of 10 KiB"
+    find "${dir}/filler" -name '*.yaml' -print0 | xargs -0 -n 1 -P 4 "${K[@]}" create -f >/dev/null
+    rm -rf "${dir}/filler"
+  fi
   "${K[@]}" create namespace "${NS}" >/dev/null
   poll "the default ServiceAccount" 120 "${K[@]}" -n "${NS}" get serviceaccount default || return 1
   manifest "${n}" > "${dir}/deployments.yaml"
@@ -227,7 +254,7 @@ for p in ${SIZES}; do
 done
 
 {
-  echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds"
+  echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds$( (( FILLER > 0 )) && echo ", with ${FILLER} ConfigMaps and ${FILLER} Secrets of 10 KiB")"
   echo
   echo "$(date -u +%Y-%m-%d), commit $(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD || echo '-dirty'),"
   echo "$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM."
