@@ -69,14 +69,27 @@ def load(d, who, size):
 
 
 def main():
-    d, sizes = sys.argv[1], sys.argv[2:]
+    global FIGURES
+    args = sys.argv[1:]
+    if args and args[0] == "--phases":
+        # workloads.sh: the phases are whatever secs_* facts the runs have.
+        args = args[1:]
+        first = sorted(glob.glob(os.path.join(args[0], "ours-*.json")))
+        keys = []
+        if first:
+            with open(first[0]) as f:
+                keys = [k for k in json.load(f) if k.startswith("secs_") and k != "secs_total"]
+        FIGURES = [("converge (s)", "secs_total")] + [(f"  {k[5:]} (s)", k) for k in keys] + \
+            [f for f in FIGURES if not str(f[1]).startswith("secs_")]
+    d, sizes = args[0], args[1:]
     for size in sizes:
         ours, up = load(d, "ours", size), load(d, "upstream", size)
         if not ours or not up:
             print(f"(no complete runs at {size} pods)\n")
             continue
         incomplete = sum(1 for r in ours + up if r.get("complete") != "1")
-        print(f"#### {size} pods: {ours[0].get('deployments')} Deployments x 10, {ours[0].get('nodes')} kwok nodes, "
+        shape = f"{ours[0].get('deployments')} Deployments x 10, {ours[0].get('nodes')} kwok nodes" if "deployments" in ours[0] else "size"
+        print(f"#### {size} pods ({shape}), "
               f"{len(ours)} + {len(up)} runs" + (f" ({incomplete} timed out)" if incomplete else ""))
         print()
         print("| figure | ours | upstream | ours/upstream | target |")

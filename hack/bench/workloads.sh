@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# The bench's other workloads, ours against upstream's v1.37.2 with the same
+# machinery as rollout.sh (same build flags, same flags, fresh bed per run,
+# alternating rounds, audit-log request counts; report.py makes the table):
+#   jobs      BENCH_SIZE short Jobs (one pod each, ttlSecondsAfterFinished 5)
+#             plus one Indexed Job of BENCH_SIZE completions (parallelism
+#             100); converge = all Jobs complete and the short ones deleted
+#             by their TTL.
+#   nodefail  BENCH_SIZE pods (Deployments x 10, tolerating not-ready and
+#             unreachable for 10s) on kwok nodes; then a tenth of the nodes
+#             stop heartbeating (kwok stops managing them): converge = every
+#             Deployment available again on the remaining nodes.
+#   services  BENCH_SIZE pods (Deployments x 10), a Service per Deployment;
+#             converge = every Service's EndpointSlices list 10 ready
+#             endpoints; then readiness of every pod flips to false and back
+#             (status patches), converge again.
+#
+#   BENCH_WORKLOAD=jobs BENCH_SIZE=1000 BENCH_ROUNDS=3 hack/bench/workloads.sh
+#
+# Environment as rollout.sh (BENCH_ROUNDS, BENCH_QPS, BENCH_BURST,
+# BENCH_KCM_FLAGS, BENCH_TIMEOUT, BENCH_DIR), plus BENCH_WORKLOAD and BENCH_SIZE.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN="${ROOT}/_output/bin"
+WORKLOAD="${BENCH_WORKLOAD:-jobs}"
+SIZE="${BENCH_SIZE:-1000}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+QPS="${BENCH_QPS:-500}"
+BURST="${BENCH_BURST:-1000}"
+TIMEOUT="${BENCH_TIMEOUT:-900}"
+OUT="${BENCH_DIR:-${ROOT}/_output/bench}/${WORKLOAD}"
+KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
+NS=bench
+log() { echo "+++ [bench ${WORKLOAD} $(date -u +%H:%M:%S)] $*" >&2; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+case "${WORKLOAD}" in jobs|nodefail|services) ;; *) log "BENCH_WORKLOAD must be jobs, nodefail or services"; exit 2;; esac
+[[ "${SIZE}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZE must be a multiple of 10"; exit 2; }
+
+"${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
+(cd "${ROOT}" && make -s bench-build)
+OURS="${BIN}/kube-controller-manager-bench"
+UPSTREAM="${BIN}/kube-controller-manager-upstream"
+mkdir -p "${OUT}"
+POLICY="${OUT}/audit-policy.yaml"
+printf 'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: ["ResponseStarted"]\nrules:\n- level: Metadata\n' > "${POLICY}"
+
+CLUSTER_PID=""
+stop_cluster() {
+  local pid=${CLUSTER_PID}
+  [[ -n "${pid}" ]] || return 0
+  CLUSTER_PID=""
+  kill -TERM "${pid}" 2>/dev/null || true
+  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "${pid}" 2>/dev/null || true
+  wait "${pid}" 2>/dev/null || true
+}
+trap stop_cluster EXIT
+trap 'stop_cluster; exit 130' INT TERM
+cpu_secs() {
+  local f; read -ra f < <(sed 's/.*) //' "/proc/$1/stat")
+  echo "$(( f[11] + f[12] )) $(getconf CLK_TCK)" | awk '{printf "%.2f\n", $1/$2}'
+}
+hwm_mib() { awk '/^VmHWM:/ {printf "%.1f\n", $2/1024}' "/proc/$1/status"; }
+poll() {
+  local what=$1 secs=$2 deadline; shift 2
+  deadline=$(( SECONDS + secs ))
+  while (( SECONDS < deadline )); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "${CLUSTER_PID}" 2>/dev/null; then log "the cluster died while waiting for ${what}"; return 1; fi
+    sleep 1
+  done
+  log "timed out after ${secs}s waiting for ${what}"; return 1
+}
+
+deployments() { # N TOLERATION_SECONDS(or "")
+  local i tol=""
+  [[ -z "$2" ]] || tol="
+      tolerations:
+      - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: $2}
+      - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: $2}"
+  for (( i = 0; i < $1; i++ )); do
+    cat <<YAML
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d-${i}, namespace: ${NS}}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: d-${i}}}
+  template:
+    metadata: {labels: {app: d-${i}}}
+    spec:
+      containers: [{name: c, image: registry.k8s.io/pause:3.10}]${tol}
+YAML
+  done
+}
+available() { # N KUBECTL...
+  local n=$1; shift
+  [[ $("$@" -n "${NS}" get deployments -o jsonpath='{range .items[*]}{.status.availableReplicas}/{.status.replicas}{"\n"}{end}' | grep -cx '10/10') -ge "${n}" ]]
+}
+
+# Each workload: prepare (untimed), then phases printed as "name seconds" lines.
+wl_jobs() { # KUBECTL...
+  local t0 t1 t2 i
+  {
+    for (( i = 0; i < SIZE; i++ )); do
+      printf -- '---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: j-%d, namespace: %s}\nspec:\n  ttlSecondsAfterFinished: 5\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox, command: ["true"]}]\n' "${i}" "${NS}"
+    done
+    printf -- '---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: indexed, namespace: %s}\nspec:\n  completionMode: Indexed\n  completions: %d\n  parallelism: 100\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox, command: ["true"]}]\n' "${NS}" "${SIZE}"
+  } > "${RUN_DIR}/jobs.yaml"
+  t0=$(now)
+  "$@" create -f "${RUN_DIR}/jobs.yaml" >/dev/null
+  # shellcheck disable=SC2016
+  poll "the Indexed Job" "${TIMEOUT}" bash -c '[[ $("$@" -n '"${NS}"' get job indexed -o jsonpath="{.status.succeeded}") == '"${SIZE}"' ]]' _ "$@" || OK=0
+  t1=$(now)
+  # shellcheck disable=SC2016
+  poll "the short Jobs to go (TTL)" "${TIMEOUT}" bash -c '[[ $("$@" -n '"${NS}"' get jobs -o name | wc -l) -le 1 ]]' _ "$@" || OK=0
+  t2=$(now)
+  echo "indexed_complete $(secs "${t0}" "${t1}")"
+  echo "short_jobs_gone $(secs "${t0}" "${t2}")"
+  echo "total $(secs "${t0}" "${t2}")"
+}
+
+wl_nodefail() { # KUBECTL...
+  local n=$(( SIZE / 10 )) t0 t1 t2
+  deployments "${n}" 10 > "${RUN_DIR}/d.yaml"
+  "$@" create -f "${RUN_DIR}/d.yaml" >/dev/null
+  poll "${n} Deployments available" "${TIMEOUT}" available "${n}" "$@" || OK=0
+  local nodes fail
+  mapfile -t nodes < <("$@" get nodes -l type=kwok -o name 2>/dev/null || true)
+  (( ${#nodes[@]} > 0 )) || mapfile -t nodes < <("$@" get nodes -o name)
+  fail=$(( (${#nodes[@]} + 9) / 10 ))
+  t0=$(now)
+  log "stopping heartbeats of ${fail} of ${#nodes[@]} nodes"
+  local i
+  for (( i = 0; i < fail; i++ )); do
+    "$@" annotate --overwrite "${nodes[i]}" kwok.x-k8s.io/node=stopped >/dev/null
+  done
+  # shellcheck disable=SC2016
+  poll "the nodes tainted unreachable" "${TIMEOUT}" bash -c '[[ $("$@" get nodes -o jsonpath="{range .items[*]}{.spec.taints[*].key}{\"\\n\"}{end}" | grep -c node.kubernetes.io/unreachable) -ge '"${fail}"' ]]' _ "$@" || OK=0
+  t1=$(now)
+  local failed
+  failed=$(printf '%s\n' "${nodes[@]:0:fail}" | sed 's#^node/##' | paste -sd'|')
+  pods_off_failed() { ! "$@" -n "${NS}" get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -qxE "${failed}"; }
+  poll "no pod left on the failed nodes" "${TIMEOUT}" pods_off_failed "$@" || OK=0
+  poll "every Deployment available" "${TIMEOUT}" available "${n}" "$@" || OK=0
+  t2=$(now)
+  echo "tainted $(secs "${t0}" "${t1}")"
+  echo "recovered $(secs "${t0}" "${t2}")"
+  echo "total $(secs "${t0}" "${t2}")"
+}
+
+wl_services() { # KUBECTL...
+  local n=$(( SIZE / 10 )) t0 t1 t2 i
+  deployments "${n}" "" > "${RUN_DIR}/d.yaml"
+  for (( i = 0; i < n; i++ )); do
+    printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: d-%d, namespace: %s}\nspec:\n  selector: {app: d-%d}\n  ports: [{port: 80}]\n' "${i}" "${NS}" "${i}"
+  done >> "${RUN_DIR}/d.yaml"
+  t0=$(now)
+  "$@" create -f "${RUN_DIR}/d.yaml" >/dev/null
+  ready_endpoints() { # WANT KUBECTL...
+    local want=$1; shift
+    [[ $("$@" -n "${NS}" get endpointslices -o jsonpath='{range .items[*]}{range .endpoints[*]}{.conditions.ready}{"\n"}{end}{end}' | grep -c true) -eq "${want}" ]]
+  }
+  poll "${SIZE} ready endpoints" "${TIMEOUT}" ready_endpoints "${SIZE}" "$@" || OK=0
+  t1=$(now)
+  # Flap: every pod's Ready condition false, then true again (as a kubelet would).
+  local pods p
+  mapfile -t pods < <("$@" -n "${NS}" get pods -o name)
+  for st in False True; do
+    printf '%s\n' "${pods[@]}" | xargs -P 4 -I{} "$@" -n "${NS}" patch {} --subresource=status --type=strategic \
+      -p '{"status":{"conditions":[{"type":"Ready","status":"'"${st}"'"}]}}' >/dev/null 2>&1 || true
+  done
+  poll "${SIZE} ready endpoints after the flap" "${TIMEOUT}" ready_endpoints "${SIZE}" "$@" || OK=0
+  t2=$(now)
+  echo "endpoints_ready $(secs "${t0}" "${t1}")"
+  echo "after_flap $(secs "${t1}" "${t2}")"
+  echo "total $(secs "${t0}" "${t2}")"
+}
+
+run_one() { # NAME BINARY
+  local name=$1 binary=$2
+  RUN_DIR="${OUT}/runs/${name}"
+  rm -rf "${RUN_DIR}"; mkdir -p "${RUN_DIR}"
+  local nodes=$(( (SIZE + 99) / 100 + 1 ))
+  [[ "${WORKLOAD}" != nodefail ]] || nodes=$(( (SIZE + 89) / 90 + 2 ))
+  local audit="${RUN_DIR}/audit.log"
+  log "[${name}] cluster with ${nodes} kwok nodes (${binary##*/})"
+  KCM_LOCAL_DIR="${RUN_DIR}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" KCM_LOCAL_NODES="${nodes}" \
+    KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="$(free_port)" KCM_LOCAL_KCM_FLAGS="${KCM_FLAGS}" \
+    KCM_LOCAL_APISERVER_FLAGS="--audit-policy-file=${POLICY} --audit-log-path=${audit} --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=1000 --max-mutating-requests-inflight=500" \
+    "${ROOT}/hack/local-up.sh" >"${RUN_DIR}/local-up.log" 2>&1 &
+  CLUSTER_PID=$!
+  poll "the cluster" 300 grep -q '^Local cluster is up' "${RUN_DIR}/local-up.log" || { tail -20 "${RUN_DIR}/local-up.log" >&2; return 1; }
+  local kcm_pid
+  kcm_pid=$(sed -n 's/.*started kube-controller-manager (pid \([0-9]*\)).*/\1/p' "${RUN_DIR}/local-up.log" | tail -1)
+  local K=("${BIN}/kubectl" --kubeconfig="${RUN_DIR}/cluster/kubeconfig")
+  "${K[@]}" create namespace "${NS}" >/dev/null
+  poll "the default ServiceAccount" 120 "${K[@]}" -n "${NS}" get serviceaccount default || return 1
+  sleep 2
+  OK=1
+  local cpu0 t0 t1 cpu1
+  cpu0=$(cpu_secs "${kcm_pid}"); t0=$(now)
+  "wl_${WORKLOAD}" "${K[@]}" > "${RUN_DIR}/phases.txt"
+  t1=$(now); cpu1=$(cpu_secs "${kcm_pid}")
+  {
+    echo "binary=${binary##*/}"; echo "pods=${SIZE}"; echo "complete=${OK}"
+    echo "window_start=${t0}"; echo "window_end=${t1}"
+    awk '{print "secs_" $1 "=" $2}' "${RUN_DIR}/phases.txt"
+    echo "cpu_window=$(awk -v a="${cpu0}" -v b="${cpu1}" 'BEGIN {printf "%.2f\n", b - a}')"
+    echo "rss_peak_mib=$(hwm_mib "${kcm_pid}")"
+  } > "${RUN_DIR}/facts.txt"
+  stop_cluster
+  python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${RUN_DIR}/facts.txt" > "${OUT}/runs/${name}.json"
+  rm -f "${audit}"*; rm -rf "${RUN_DIR}/cluster"
+  log "[${name}] $(tr '\n' ' ' < "${RUN_DIR}/phases.txt")"
+}
+
+rm -rf "${OUT}/runs"; mkdir -p "${OUT}/runs"
+for (( r = 1; r <= ROUNDS; r++ )); do
+  if (( r % 2 )); then
+    run_one "ours-${SIZE}-${r}" "${OURS}"; run_one "upstream-${SIZE}-${r}" "${UPSTREAM}"
+  else
+    run_one "upstream-${SIZE}-${r}" "${UPSTREAM}"; run_one "ours-${SIZE}-${r}" "${OURS}"
+  fi
+done
+{
+  echo "### ${WORKLOAD} bench: ${SIZE}, ${ROUNDS} rounds"
+  echo
+  echo "$(date -u +%Y-%m-%d), commit $(git -C "${ROOT}" rev-parse --short HEAD), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM; flags \`${KCM_FLAGS% }\`."
+  echo
+  python3 "${ROOT}/hack/bench/report.py" --phases "${OUT}/runs" "${SIZE}"
+} > "${OUT}/report.md"
+cat "${OUT}/report.md"
