@@ -7,6 +7,7 @@ package fieldloss
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -97,20 +98,62 @@ func userAnnotations(a map[string]string) map[string]string {
 
 func sameMeta(t *testing.T, what string, before, after metav1.ObjectMeta) {
 	t.Helper()
+	for _, p := range metaLoss(before, after) {
+		t.Errorf("%s: %s", what, p)
+	}
+}
+
+// metaLoss lists what after lost or changed of before's metadata, leaving
+// out what controllers legitimately change.
+func metaLoss(before, after metav1.ObjectMeta) []string {
+	var out []string
 	if !reflect.DeepEqual(userAnnotations(before.Annotations), userAnnotations(after.Annotations)) {
-		t.Errorf("%s: annotations changed: before %d keys, after %d keys", what, len(before.Annotations), len(after.Annotations))
+		out = append(out, fmt.Sprintf("annotations changed: before %d keys, after %d keys", len(before.Annotations), len(after.Annotations)))
 	}
 	if len(after.Annotations[lastApplied]) != len(before.Annotations[lastApplied]) {
-		t.Errorf("%s: %s lost (%d -> %d bytes)", what, lastApplied, len(before.Annotations[lastApplied]), len(after.Annotations[lastApplied]))
+		out = append(out, fmt.Sprintf("%s lost (%d -> %d bytes)", lastApplied, len(before.Annotations[lastApplied]), len(after.Annotations[lastApplied])))
 	}
 	if !reflect.DeepEqual(before.Labels, after.Labels) {
-		t.Errorf("%s: labels %v -> %v", what, before.Labels, after.Labels)
+		out = append(out, fmt.Sprintf("labels %v -> %v", before.Labels, after.Labels))
 	}
 	if b, a := foreignManagedFields(before), foreignManagedFields(after); !reflect.DeepEqual(b, a) {
-		t.Errorf("%s: managedFields of other managers changed:\nbefore %+v\nafter  %+v", what, b, a)
+		out = append(out, fmt.Sprintf("managedFields of other managers changed:\nbefore %+v\nafter  %+v", b, a))
 	}
 	if !reflect.DeepEqual(before.Finalizers, after.Finalizers) || !reflect.DeepEqual(before.OwnerReferences, after.OwnerReferences) {
-		t.Errorf("%s: finalizers or ownerReferences changed", what)
+		out = append(out, "finalizers or ownerReferences changed")
+	}
+	return out
+}
+
+// The check itself: a writer that updates an object read from a cache
+// trimmed of its annotations loses them, and metaLoss says so.
+func TestCheckCatchesTrimmedWriteBack(t *testing.T) {
+	c := framework.Shared(t).Client(t)
+	ns := framework.CreateNamespace(t, c, "fieldloss-control")
+	ctx := context.Background()
+	cm := &v1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns, Annotations: map[string]string{lastApplied: big}}}
+	body, _ := json.Marshal(cm)
+	if err := c.CoreV1().RESTClient().Patch(types.ApplyPatchType).AbsPath("api/v1", "namespaces", ns, "configmaps", "cm").
+		Param("fieldManager", "fieldloss-test").Body(body).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := before.DeepCopy()
+	trimmed.Annotations = nil
+	trimmed.ManagedFields = nil
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, trimmed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(metaLoss(before.ObjectMeta, after.ObjectMeta)) == 0 {
+		t.Fatal("a write-back from a trimmed copy went unnoticed")
 	}
 }
 
