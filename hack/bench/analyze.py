@@ -11,8 +11,9 @@ from collections import Counter
 from datetime import datetime, timezone
 
 # Client-go names the agent after os.Args[0]: upstream's binary is installed as
-# kube-controller-manager-upstream, so its agent starts with that.
-UA_PREFIXES = ("kube-controller-manager/", "kube-controller-manager-upstream/")
+# kube-controller-manager-upstream, so its agent starts with that; ours runs
+# in the bench as kube-controller-manager-bench.
+UA_PREFIXES = ("kube-controller-manager/", "kube-controller-manager-upstream/", "kube-controller-manager-bench/")
 SA_PREFIX = "system:serviceaccount:kube-system:"
 MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
 READING = {"get", "list", "watch"}

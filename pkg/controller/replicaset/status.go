@@ -114,15 +114,19 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 }
 
 // statusHold says how long to hold back newStatus: non-zero only when it
-// differs from the owner's in counts alone, the owner has observed its
-// generation, the counts are not the settled ones, and the last write of
-// this owner's status was less than StatusMinInterval ago.
+// differs from the owner's in counts other than availableReplicas, the
+// owner has observed its generation, the counts are not the settled ones,
+// and the last write of this owner's status was less than
+// StatusMinInterval ago.
 func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	interval := c.opts.StatusMinInterval
 	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil {
 		return 0
 	}
+	// availableReplicas is what a Deployment's rollout steps wait on: a
+	// change in it is written at once, or every step would wait too.
 	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration ||
+		owner.Status.AvailableReplicas != newStatus.AvailableReplicas ||
 		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) ||
 		statusCountsEqual(owner.Status, newStatus) || settled(owner.Replicas, newStatus) {
 		return 0

@@ -59,14 +59,26 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	}
 	f.addToCache(f.lastStatus())
 
-	// Right after that write, every pod becomes available: settled, so
-	// written at once.
+	// Right after that write one pod becomes available: Deployments step
+	// on availableReplicas, so it is written at once.
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	sync()
+	if n := len(f.statusUpdates()); n != 3 {
+		t.Fatalf("status writes %d, want 3 (availability change at once)", n)
+	}
+	if got := f.lastStatus().Status.AvailableReplicas; got != 1 {
+		t.Fatalf("status.availableReplicas %d, want 1", got)
+	}
+	f.addToCache(f.lastStatus())
+
+	// Right after that, every pod becomes available: settled, so written
+	// at once.
+	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
 	sync()
-	if n := len(f.statusUpdates()); n != 3 {
+	if n := len(f.statusUpdates()); n != 4 {
 		t.Fatalf("status writes %d, want 3 (settled state at once)", n)
 	}
 	if st := f.lastStatus().Status; st.Replicas != 3 || st.ReadyReplicas != 3 || st.AvailableReplicas != 3 {
