@@ -27,6 +27,7 @@ import (
 	cmoptions "github.com/kcmclone/controller-manager/options"
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/app/config"
+	kcmcontroller "github.com/kcmclone/kube-controller-manager/pkg/controller"
 	kcmconfig "github.com/kcmclone/kube-controller-manager/pkg/controller/apis/config"
 )
 
@@ -122,6 +123,8 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 	}
 	resync := resyncPeriod(c)
 	sharedInformers := informers.NewSharedInformerFactoryWithOptions(versionedClient, resync(), informers.WithTransform(InformerTransform))
+	// Events in namespaces being deleted are refused; don't send them.
+	kcmcontroller.SetEventNamespaceLister(sharedInformers.Core().V1().Namespaces().Lister())
 
 	metadataConfig, err := rootClientBuilder.Config("metadata-informers")
 	if err != nil {
