@@ -95,7 +95,8 @@ type Options struct {
 	// still starting, stopping or becoming ready): within it of the last
 	// write, a sync that finds only such a change comes back when it ends.
 	// A new generation, a condition change, a change of availableReplicas
-	// or reaching the settled state (every replica created, labeled and
+	// while a sibling (an older ReplicaSet of the same Deployment) still
+	// has replicas, or reaching the settled state (every replica created, labeled and
 	// available) is written at once.
 	// 0 writes every change at once, as upstream does.
 	StatusMinInterval time.Duration

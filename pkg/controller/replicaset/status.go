@@ -114,8 +114,8 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 }
 
 // statusHold says how long to hold back newStatus: non-zero only when it
-// differs from the owner's in counts other than availableReplicas, the
-// owner has observed its generation, the counts are not the settled ones,
+// differs from the owner's in counts alone (availableReplicas excepted
+// while a rollout steps on it), the owner has observed its generation, the counts are not the settled ones,
 // and the last write of this owner's status was less than
 // StatusMinInterval ago.
 func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
@@ -123,10 +123,11 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil {
 		return 0
 	}
-	// availableReplicas is what a Deployment's rollout steps wait on: a
-	// change in it is written at once, or every step would wait too.
+	// availableReplicas is what a Deployment's rollout steps wait on: while
+	// a sibling still has replicas, a change in it is written at once, or
+	// every step would wait too.
 	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration ||
-		owner.Status.AvailableReplicas != newStatus.AvailableReplicas ||
+		(owner.Status.AvailableReplicas != newStatus.AvailableReplicas && c.rolloutInProgress(owner)) ||
 		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) ||
 		statusCountsEqual(owner.Status, newStatus) || settled(owner.Replicas, newStatus) {
 		return 0
@@ -141,6 +142,18 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 		return interval - elapsed
 	}
 	return 0
+}
+
+// rolloutInProgress: another object under the same controller (an older
+// ReplicaSet of a Deployment) still has replicas, so the controller steps
+// on this one's availability.
+func (c *BaseController) rolloutInProgress(owner *Owner) bool {
+	for _, sib := range c.adapter.Siblings(owner) {
+		if sib.Object.GetUID() != owner.Object.GetUID() && (sib.Replicas > 0 || sib.Status.Replicas > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // settled: every wanted replica exists, carries the template's labels and

@@ -16,6 +16,7 @@ import (
 func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	rs := newRS("web", 3)
 	rs.Status.TerminatingReplicas = ptr.To(int32(0))
+	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
 	f := newFixture(t, BurstReplicas, rs, newPod("p1", rs))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	f.rsc.clock = clk
@@ -59,10 +60,19 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	}
 	f.addToCache(f.lastStatus())
 
-	// Right after that write one pod becomes available: Deployments step
-	// on availableReplicas, so it is written at once.
+	// Right after that write one pod becomes available. With no older
+	// ReplicaSet still holding replicas, nothing steps on that: held.
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	sync()
+	if n := len(f.statusUpdates()); n != 2 {
+		t.Fatalf("status writes %d, want 2 (held back)", n)
+	}
+	// An older sibling with replicas: a rollout steps on availability, so
+	// the change is written at once.
+	old := newRS("web-old", 2)
+	old.OwnerReferences = rs.OwnerReferences
+	f.addToCache(old)
 	sync()
 	if n := len(f.statusUpdates()); n != 3 {
 		t.Fatalf("status writes %d, want 3 (availability change at once)", n)
