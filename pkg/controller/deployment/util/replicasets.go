@@ -16,10 +16,27 @@ import (
 // pod-template-hash label: the hash is added to ReplicaSets, never to the
 // Deployment, and can change across API versions.
 func EqualIgnoreHash(a, b *v1.PodTemplateSpec) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	delete(a.Labels, apps.DefaultDeploymentUniqueLabelKey)
-	delete(b.Labels, apps.DefaultDeploymentUniqueLabelKey)
-	return apiequality.Semantic.DeepEqual(a, b)
+	// Shallow copies with their own label maps: nothing else is modified,
+	// and deep-copying two templates per comparison dominated the
+	// controller's allocations (every sync compares every ReplicaSet).
+	ac, bc := *a, *b
+	ac.Labels, bc.Labels = withoutHashLabel(a.Labels), withoutHashLabel(b.Labels)
+	return apiequality.Semantic.DeepEqual(&ac, &bc)
+}
+
+// withoutHashLabel returns l without the pod-template-hash label; like a
+// deep copy with the key deleted, a non-nil map stays non-nil.
+func withoutHashLabel(l map[string]string) map[string]string {
+	if _, ok := l[apps.DefaultDeploymentUniqueLabelKey]; !ok {
+		return l
+	}
+	out := make(map[string]string, len(l)-1)
+	for k, v := range l {
+		if k != apps.DefaultDeploymentUniqueLabelKey {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // FindNewReplicaSet returns the oldest ReplicaSet whose template matches the
