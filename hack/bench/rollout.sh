@@ -267,10 +267,12 @@ done
 cat "${OUT}/rollout.md"
 if [[ "${PPROF}" == 1 && -s "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/cpu.pprof" ]]; then
   {
-    echo; echo "CPU profile of ours, update phase, ${LARGEST} pods (top 15, cumulative):"; echo '```'
-    go tool pprof -top -cum -nodecount=15 "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/cpu.pprof" 2>/dev/null | sed -n '1,25p'
+    echo; echo "CPU profile of ours, update phase, ${LARGEST} pods (top 15 by own time):"; echo '```'
+    go tool pprof -top -nodecount=15 "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/cpu.pprof" 2>/dev/null | sed -n '1,25p'
     echo '```'; echo "Heap (inuse_space) of ours before teardown (top 10):"; echo '```'
     go tool pprof -top -sample_index=inuse_space -nodecount=10 "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/heap.pprof" 2>/dev/null | sed -n '1,18p'
+    echo '```'; echo "Allocations (alloc_space) of ours over its life (top 10):"; echo '```'
+    go tool pprof -top -sample_index=alloc_space -nodecount=10 "${OUT}/runs/ours-${LARGEST}-${ROUNDS}/heap.pprof" 2>/dev/null | sed -n '1,18p'
     echo '```'
   } > "${OUT}/profiles.md"
   cat "${OUT}/profiles.md"
