@@ -57,6 +57,8 @@ done
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
 # Ours built as install-test-binaries.sh builds upstream's.
+# The commit the binary is built from, for the report.
+COMMIT="$(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD -- . ':!README.md' || echo '-dirty')"
 (cd "${ROOT}" && make -s bench-build)
 OURS="${BIN}/kube-controller-manager-bench"
 UPSTREAM="${BIN}/kube-controller-manager-upstream"
@@ -256,7 +258,7 @@ done
 {
   echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds$( (( FILLER > 0 )) && echo ", with ${FILLER} ConfigMaps and ${FILLER} Secrets of 10 KiB")"
   echo
-  echo "$(date -u +%Y-%m-%d), commit $(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD || echo '-dirty'),"
+  echo "$(date -u +%Y-%m-%d), ours built from commit ${COMMIT},"
   echo "$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM."
   echo "Both binaries: \`CGO_ENABLED=0 go build -trimpath -ldflags='-s -w'\`, flags \`${KCM_FLAGS% }\` plus local-up.sh's"
   echo "(\`--use-service-account-credentials --v=2\`, every default controller). Medians of ${ROUNDS} rounds, [min-max];"

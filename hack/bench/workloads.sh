@@ -40,6 +40,7 @@ case "${WORKLOAD}" in jobs|nodefail|services) ;; *) log "BENCH_WORKLOAD must be 
 [[ "${SIZE}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZE must be a multiple of 10"; exit 2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
+COMMIT="$(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD -- . ':!README.md' || echo '-dirty')"
 (cd "${ROOT}" && make -s bench-build)
 OURS="${BIN}/kube-controller-manager-bench"
 UPSTREAM="${BIN}/kube-controller-manager-upstream"
@@ -230,7 +231,7 @@ done
 {
   echo "### ${WORKLOAD} bench: ${SIZE}, ${ROUNDS} rounds"
   echo
-  echo "$(date -u +%Y-%m-%d), commit $(git -C "${ROOT}" rev-parse --short HEAD), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM; flags \`${KCM_FLAGS% }\`."
+  echo "$(date -u +%Y-%m-%d), ours built from commit ${COMMIT}, $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM; flags \`${KCM_FLAGS% }\`."
   echo
   python3 "${ROOT}/hack/bench/report.py" --phases "${OUT}/runs" "${SIZE}"
 } > "${OUT}/report.md"
