@@ -21,7 +21,7 @@ STAGING      := staging/src/github.com/kcmclone/controller-manager
 # Packages of the root module with unit tests (integration and e2e run apart).
 UNIT_PKGS    = $$(go list ./... | grep -v -e /test/integration -e /test/e2e)
 
-.PHONY: all build test test-unit test-integration test-e2e verify run conformance install-test-binaries clean
+.PHONY: all build test test-unit test-integration test-e2e verify run conformance conformance-negative conformance-table test-conformance-runner install-test-binaries clean
 
 all: build
 
@@ -32,7 +32,7 @@ install-test-binaries:
 	hack/install-test-binaries.sh etcd kube-apiserver
 
 ## test: unit tests (with -race) and integration tests against a real etcd + kube-apiserver.
-test: test-unit test-integration test-e2e
+test: test-unit test-conformance-runner test-integration test-e2e
 
 test-unit:
 	go test -race -count=1 $(UNIT_PKGS)
@@ -55,10 +55,24 @@ run: build
 	hack/local-up.sh
 
 ## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed, compared with upstream KCM's
-## results (AREA=all|replicaset-deployment|statefulset-daemonset|batch|namespace-gc|network-node|storage-dra-policy;
-## ORACLE=1 refreshes test/conformance/upstream-results.txt; KCM_BIN=<binary> judges another binary).
+## results (AREA=all|apiserver-crud|replicaset-deployment|statefulset-daemonset|batch|namespace-gc|policy-quota|
+## network-node|storage-dra-policy; ORACLE=1 refreshes test/conformance/upstream-results.txt; KCM_BIN=<binary>
+## judges another binary). A plain AREA=all run records ours in test/conformance/ours-results.txt.
 conformance: build
 	ORACLE=$(ORACLE) KCM_BIN=$(KCM_BIN) hack/conformance.sh $(AREA)
+
+## conformance-negative: the runner must fail with a controller off (two ResourceQuota specs, a few minutes;
+## builds e2e.test first if missing).
+conformance-negative: build
+	test/conformance/negative.sh
+
+## conformance-table: the README's conformance table, from test/conformance/{upstream,ours}-results.txt.
+conformance-table:
+	@hack/conformance.sh --table
+
+## test-conformance-runner: unit tests of the runner's judge (test/conformance/compare.py).
+test-conformance-runner:
+	cd test/conformance && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest compare_test
 
 clean:
 	rm -rf _output

@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Runs upstream Kubernetes v1.37.2's own controller-facing [Conformance] e2e
-# specs (test/e2e/apps, apimachinery, network, compiled from test/conformance
-# into _output/bin/e2e.test) on the local bed of hack/local-up.sh (etcd,
-# kube-apiserver, kube-scheduler, kwok fake nodes), and compares every spec's
-# result with upstream KCM's on the same bed.
+# specs (test/e2e/apps, apimachinery, auth, network, node, storage, dra,
+# compiled from test/conformance into _output/bin/e2e.test) on the local bed
+# of hack/local-up.sh (etcd, kube-apiserver, kube-scheduler, kwok fake
+# nodes), and compares every spec's result with upstream KCM's on the same
+# bed.
 #
 #   hack/conformance.sh [AREA]            make conformance [AREA=...]
 #   ORACLE=1 hack/conformance.sh [AREA]   make conformance ORACLE=1 [AREA=...]
 #
 # Areas and the controllers they judge (upstream's canonical names):
+#   apiserver-crud         specs that only exercise the apiserver (CRUD of
+#                          storage, DRA, VAP, Endpoints, Namespace, ...); no
+#                          controller is judged by them
 #   replicaset-deployment  Deployment, ReplicaSet, ReplicationController specs
 #   statefulset-daemonset  StatefulSet, Daemon set, ControllerRevision specs
 #   batch                  Job and CronJob specs
-#   namespace-gc           Garbage collector and Namespaces specs
-#   network-node           EndpointSlice(Mirroring), Endpoints(Controller) specs
+#   namespace-gc           Garbage collector, Namespaces, OrderedNamespaceDeletion
+#                          and ServiceAccounts specs (service account, token
+#                          and kube-root-ca.crt publisher controllers)
+#   policy-quota           ResourceQuota and DisruptionController specs
+#   network-node           EndpointSlice(Mirroring), Endpoints(Controller),
+#                          Service endpoints latency, NoExecuteTaintManager
+#   storage-dra-policy     PersistentVolumes, VolumeAttributesClass and
+#                          ValidatingAdmissionPolicy status specs
 #   all (default)          every spec above; ours runs alone with --controllers=*
 # With an area, our binary runs only the area's controllers and upstream's
 # v1.37.2 KCM runs all the others beside it (--controllers=*,-<area's>), so an
@@ -23,16 +33,26 @@
 # results in test/conformance/upstream-results.txt (committed; with an area,
 # only that area's lines are replaced). Without it, the run is compared with
 # that file: one line per spec (ours, upstream, REGRESSION where upstream
-# passes and we do not), and the exit code is non-zero on any regression or a
-# broken run. A spec upstream fails on this bed is reported, not counted.
+# passes and we do not). A plain `all` run also stores ours in
+# test/conformance/ours-results.txt; `make conformance-table` builds the
+# README table from the two files.
+#
+# The run fails closed (exit 1) on: a regression; a non-zero exit of e2e.test
+# (a failed spec, or a failed suite set-up or tear-down even when every spec
+# passed); a spec ours skipped at runtime that upstream ran; a spec missing
+# from the oracle file, or an oracle spec (in focus) missing from the run; a
+# broken bed. An oracle run fails on anything upstream does not pass: what
+# the bed cannot do belongs in the skip list below, with its reason.
 #
 # Environment:
 #   KCM_BIN                  the controller manager judged as "ours" (default
 #                            _output/bin/kube-controller-manager; give
 #                            upstream's to check the runner itself)
-#   CONFORMANCE_TIMEOUT      --ginkgo.timeout of one run (45m)
+#   CONFORMANCE_TIMEOUT      --ginkgo.timeout of one run (60m)
 #   CONFORMANCE_FOCUS        a regexp replacing the area's focus
 #   CONFORMANCE_SKIP         a regexp skipped in addition to the skip list
+#   CONFORMANCE_DISABLE      controllers (space-separated) neither binary runs
+#                            (the negative control: make conformance-negative)
 #   CONFORMANCE_NO_SKIPS=1   do not apply the skip list (to re-check it)
 #   CONFORMANCE_DRY_RUN=1    list the specs that would run, run none
 #   CONFORMANCE_E2E_ARGS     extra arguments for e2e.test
@@ -47,60 +67,75 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN="${ROOT}/_output/bin"
 OUT="${ROOT}/_output/conformance"
 ORACLE_FILE="${ROOT}/test/conformance/upstream-results.txt"
+OURS_FILE="${ROOT}/test/conformance/ours-results.txt"
 UPSTREAM="${BIN}/kube-controller-manager-upstream"
 log() { echo "+++ [conformance] $*" >&2; }
 
 # ---------------------------------------------------------------- areas
 # A focus is a regexp over a spec's full text, e.g.
 # "[sig-apps] Deployment deployment should support rollover [Conformance]".
+# A spec counts in the first area (in AREAS order) whose focus matches it:
+# apiserver-crud comes first and takes the specs that only create, read,
+# update and delete objects (the apiserver's work, no controller's), even
+# where a later area's focus matches them too; it is run and reported, but
+# judges no controller.
 CONF='.*\[Conformance\]'
-AREAS=(replicaset-deployment statefulset-daemonset batch namespace-gc network-node storage-dra-policy)
+AREAS=(apiserver-crud replicaset-deployment statefulset-daemonset batch namespace-gc policy-quota network-node storage-dra-policy)
 declare -A FOCUS=(
+  [apiserver-crud]="\[sig-storage\] (VolumeAttachment|CSIStorageCapacity|StorageClasses|CSIInlineVolumes|CSINodes) ${CONF}|\[sig-node\] \[DRA\] CRUD Tests ${CONF}|\[sig-api-machinery\] ValidatingAdmissionPolicy .*should support ValidatingAdmissionPolicy(Binding)? API operations ${CONF}|\[sig-network\] Endpoints should test the lifecycle of an Endpoint ${CONF}|\[sig-network\] EndpointSlice should support creating EndpointSlice API operations ${CONF}|\[sig-api-machinery\] Namespaces should (apply a finalizer to a Namespace|apply an update to a Namespace|apply changes to a namespace status|patch a Namespace) ${CONF}|\[sig-auth\] ServiceAccounts should (create a serviceAccountToken and ensure a successful TokenReview|run through the lifecycle of a ServiceAccount|update a ServiceAccount) ${CONF}|\[sig-apps\] CronJob should support CronJob API operations ${CONF}"
   [replicaset-deployment]="\[sig-apps\] (Deployment|ReplicaSet|ReplicationController) ${CONF}"
   [statefulset-daemonset]="\[sig-apps\] (StatefulSet|Daemon set|ControllerRevision) ${CONF}"
   [batch]="\[sig-apps\] (Job|CronJob) ${CONF}"
-  [namespace-gc]="\[sig-api-machinery\] (Garbage collector|Namespaces) ${CONF}"
-  [network-node]="\[sig-network\] (EndpointSlice|EndpointSliceMirroring|Endpoints|EndpointsController) ${CONF}"
+  [namespace-gc]="\[sig-api-machinery\] (Garbage collector|Namespaces|OrderedNamespaceDeletion) ${CONF}|\[sig-auth\] ServiceAccounts ${CONF}"
+  [policy-quota]="\[sig-api-machinery\] ResourceQuota ${CONF}|\[sig-apps\] DisruptionController ${CONF}"
+  [network-node]="\[sig-network\] (EndpointSlice|EndpointSliceMirroring|Endpoints|EndpointsController|Service endpoints latency) ${CONF}|\[sig-node\] NoExecuteTaintManager ${CONF}"
   [storage-dra-policy]="\[sig-storage\] (PersistentVolumes|VolumeAttachment|CSIStorageCapacity|StorageClasses|VolumeAttributesClass|CSIInlineVolumes|CSINodes) ${CONF}|\[sig-node\] .*DRA.*${CONF}|\[sig-api-machinery\] ValidatingAdmissionPolicy ${CONF}"
 )
+# The controllers an area judges. apiserver-crud judges none: alone it runs
+# like all (ours alone with every controller).
 declare -A CONTROLLERS=(
+  [apiserver-crud]=""
   [replicaset-deployment]="deployment-controller replicaset-controller replicationcontroller-controller"
   [statefulset-daemonset]="statefulset-controller daemonset-controller"
   [batch]="job-controller cronjob-controller ttl-after-finished-controller pod-garbage-collector-controller"
-  [namespace-gc]="namespace-controller garbage-collector-controller"
+  [namespace-gc]="namespace-controller garbage-collector-controller serviceaccount-controller serviceaccount-token-controller root-ca-certificate-publisher-controller"
+  [policy-quota]="resourcequota-controller disruption-controller"
   [network-node]="endpoints-controller endpointslice-controller endpointslice-mirroring-controller node-lifecycle-controller taint-eviction-controller"
   [storage-dra-policy]="persistentvolume-binder-controller persistentvolume-attach-detach-controller persistentvolume-protection-controller persistentvolumeclaim-protection-controller persistentvolume-expander-controller ephemeral-volume-controller volumeattributesclass-protection-controller resourceclaim-controller device-taint-eviction-controller validatingadmissionpolicy-status-controller storage-version-migrator-controller kube-apiserver-serving-clustertrustbundle-publisher-controller"
 )
 
 # ---------------------------------------------------------------- skip list
 # What the bed cannot do, not what a controller gets wrong: kwok runs no
-# containers (no images, no exec, no HTTP from pods, no kubelet admission);
-# a Job pod's containers exit as its command says only in the simple form of
-# hack/kwok/pod-job-*.yaml; there is no kube-proxy or pod network. Each entry
-# is a regexp over the spec's full text, " => ", and the reason, which the
-# table prints next to each skipped spec.
+# containers (no exec, no logs, no HTTP from pods, no kubelet admission, no
+# container restarts) and there is no kube-proxy or pod network. What it
+# does play (hack/kwok): pods turn Ready at once, except those with an image
+# the specs use to mean "cannot be pulled" (webserver:404, foo:non-existent,
+# ...), which stay Pending and unready; a Job pod finishes as its command
+# says (`exit N` fails with N, sleep/pause keeps running, a script failing
+# odd completion indexes fails odd indexes, anything else succeeds). Each
+# entry is a regexp over the spec's full text, " => ", and the reason, which
+# the table prints next to each skipped spec.
 #
-# Not skipped: [Serial] (e2e.test runs one spec at a time). Not in any area:
-# "[sig-network] API Server should have Endpoints and EndpointSlices pointing
-# to API Server" (the apiserver's own endpoint reconciler, off in the bed),
-# DisruptionController and ResourceQuota specs (controllers of other areas,
-# still run by upstream's KCM beside ours).
+# Run despite their tags: [Slow] (CronJob suspend and ForbidConcurrent take
+# minutes each, but judge the CronJob controller) and [Disruptive] (the only
+# ones in focus, NoExecuteTaintManager, taint a kwok node and remove the
+# taint again). [Serial] needs nothing: e2e.test runs one spec at a time.
+# Not in any area: "[sig-network] API Server should have Endpoints and
+# EndpointSlices pointing to API Server" (the apiserver's own endpoint
+# reconciler, off in the bed).
 SKIPS=(
-  '\[Slow\] => several minutes each (StatefulSet burst and ordered scaling, CronJob suspend and ForbidConcurrent), kept out to bound a run; the StatefulSet ones also break readiness probes with kubectl exec, which kwok cannot serve'
-  '\[Disruptive\] => restarts or breaks cluster components; none among these specs, kept as a guard'
   '\[Flaky\] => known-flaky upstream'
+  'Burst scaling should run to completion even with unhealthy pods|Scaling should happen in predictable order and halt if any stateful pod is unhealthy => make pods unready by breaking their readiness probe with kubectl exec; kwok runs no containers'
   'should serve a basic image on each replica with a public image => HTTP-proxies to every pod through the apiserver; kwok pods run no containers'
-  'deployment should support proportional scaling => stalls the rollout with image webserver:404; kwok makes every pod Ready whatever its image'
-  'should rollback without unnecessary restarts => stalls the DaemonSet rollout with image foo:non-existent; kwok makes every pod Ready whatever its image'
   'should perform rolling updates and roll backs of template modifications => breaks a pod readiness probe with kubectl exec; kwok runs no containers'
   'Should recreate evicted statefulset => needs the kubelet to reject a pod for a hostPort conflict; kwok admits it'
-  'should execute all indexes despite some failing when using backoffLimitPerIndex => odd indexes must fail and even ones succeed (one shell script); the kwok stages fail every pod whose script says exit 1'
-  'should mark indexes as failed when the FailIndex action is matched in podFailurePolicy => odd indexes must fail and even ones succeed; the kwok stages fail every pod whose script says exit 1'
-  'with successPolicy (succeededIndexes|succeededCount) rule should succeeded even when some indexes remain pending => odd indexes must fail and even ones succeed; the kwok stages fail every pod whose script says exit 1'
   'should run a job to completion when tasks sometimes fail and are locally restarted => a container must fail once, then succeed when the kubelet restarts it; kwok restarts no container'
-  'pod failure policy to ignore failure matching on DisruptionTarget condition => evicts a running pod through the Eviction API, which needs the disruption controller and a kubelet honouring the grace period'
+  'pod failure policy to ignore failure matching on DisruptionTarget condition => its pod must sleep the first time and exit 0 when recreated (a marker file on a hostPath); kwok keeps every sleeping pod running'
   'should support a Service with multiple (ports|endpoint IPs) specified in multiple EndpointSlices => connects to the Service with kubectl exec and curl from a pod; kwok runs no containers and there is no kube-proxy'
   '\[sig-network\] Services => needs kube-proxy and pod-to-pod traffic (exec pods, curl); there is no pod network'
+  'ServiceAccounts should mount an API token into pods => reads the mounted token files with kubectl exec; kwok runs no containers'
+  'ServiceAccounts should mount projected service account token => reads the token from the log of a container that ran; kwok runs no containers'
+  'ServiceAccountIssuerDiscovery should support OIDC discovery => a pod must fetch the issuer discovery document and exit 0; kwok runs no containers'
 )
 
 usage() {
@@ -109,6 +144,12 @@ usage() {
 }
 
 # ---------------------------------------------------------------- arguments
+if [[ "${1:-}" == --table ]]; then
+  # The README table, from the committed results files.
+  TABLE_ARGS=(table --oracle-file "${ORACLE_FILE}" --ours-file "${OURS_FILE}" --note "apiserver-crud=(no controller judged)")
+  for a in "${AREAS[@]}"; do TABLE_ARGS+=(--area "${a}=${FOCUS[${a}]}"); done
+  exec python3 "${ROOT}/test/conformance/compare.py" "${TABLE_ARGS[@]}"
+fi
 AREA="${1:-all}"
 [[ $# -le 1 ]] || usage
 if [[ "${AREA}" == all ]]; then
@@ -130,19 +171,36 @@ fi
 
 ORACLE="${ORACLE:-0}"
 OURS="${KCM_BIN:-${BIN}/kube-controller-manager}"
+# CONFORMANCE_DISABLE: controllers that neither binary runs (ours leaves
+# them out, upstream's beside it leaves out the area's as always). The
+# negative control (make conformance-negative) uses it to show that the
+# runner fails when a controller is missing.
+read -r -a DISABLED <<<"${CONFORMANCE_DISABLE:-}"
+without_disabled() { local c d; for c in "$@"; do for d in "${DISABLED[@]}"; do [[ "${c}" != "${d}" ]] || continue 2; done; echo "${c}"; done; }
 if [[ "${ORACLE}" == 1 ]]; then
   RUN_NAME="${AREA}-oracle"
   MAIN_BIN="${UPSTREAM}"; MAIN_FLAGS=""; EXTRA_BIN=""; EXTRA_FLAGS=""
-elif [[ "${AREA}" == all ]]; then
+elif [[ "${AREA}" == all || -z "${CONTROLLERS[${AREA}]}" ]]; then
   RUN_NAME="${AREA}"
   MAIN_BIN="${OURS}"; MAIN_FLAGS=""; EXTRA_BIN=""; EXTRA_FLAGS=""
+  [[ ${#DISABLED[@]} -eq 0 ]] || MAIN_FLAGS="--controllers=*$(printf ',-%s' "${DISABLED[@]}")"
 else
   RUN_NAME="${AREA}"
   read -r -a names <<<"${CONTROLLERS[${AREA}]}"
-  ours_list=$(IFS=,; echo "${names[*]}")
+  mapfile -t ours_names < <(without_disabled "${names[@]}")
+  ours_list=$(IFS=,; echo "${ours_names[*]}")
   rest_list="*$(printf ',-%s' "${names[@]}")"
+  [[ -n "${ours_list}" ]] || { log "CONFORMANCE_DISABLE leaves ${AREA} no controller of ours"; exit 2; }
   MAIN_BIN="${OURS}"; MAIN_FLAGS="--controllers=${ours_list}"
   EXTRA_BIN="${UPSTREAM}"; EXTRA_FLAGS="--controllers=${rest_list}"
+fi
+[[ ${#DISABLED[@]} -eq 0 ]] || RUN_NAME+="-without-$(IFS=-; echo "${DISABLED[*]}")"
+# Our results are recorded (test/conformance/ours-results.txt) only from a
+# plain run of all areas: ours alone, every controller, the whole focus.
+RECORD_OURS=0
+if [[ "${ORACLE}" != 1 && "${AREA}" == all && -z "${KCM_BIN:-}${CONFORMANCE_FOCUS:-}${CONFORMANCE_SKIP:-}${CONFORMANCE_DISABLE:-}${CONFORMANCE_E2E_ARGS:-}" \
+      && "${CONFORMANCE_NO_SKIPS:-0}" != 1 && "${CONFORMANCE_DRY_RUN:-0}" != 1 ]]; then
+  RECORD_OURS=1
 fi
 DIR="${OUT}/${RUN_NAME}"
 
@@ -230,7 +288,7 @@ run_e2e() {
     --ginkgo.focus="${FOCUS_RE}"
     --ginkgo.junit-report="${DIR}/junit.xml"
     --ginkgo.json-report="${DIR}/report.json"
-    --ginkgo.timeout="${CONFORMANCE_TIMEOUT:-45m}"
+    --ginkgo.timeout="${CONFORMANCE_TIMEOUT:-60m}"
     --ginkgo.no-color
     --ginkgo.v
   )
@@ -238,7 +296,7 @@ run_e2e() {
   [[ "${CONFORMANCE_DRY_RUN:-0}" != 1 ]] || args+=(--ginkgo.dry-run)
   # shellcheck disable=SC2206
   args+=(${CONFORMANCE_E2E_ARGS:-})
-  log "running e2e.test (timeout ${CONFORMANCE_TIMEOUT:-45m}), log ${DIR}/e2e.log"
+  log "running e2e.test (timeout ${CONFORMANCE_TIMEOUT:-60m}), log ${DIR}/e2e.log"
   start=${SECONDS}
   # In the background so that a signal to this script is handled at once:
   # the INT/TERM trap interrupts e2e.test (ginkgo still writes its reports).
@@ -258,172 +316,43 @@ run_e2e() {
   stop_cluster
 }
 
-# ---------------------------------------------------------------- comparison
-# compare: reads ginkgo's JSON report; with ORACLE=1 rewrites this run's areas
-# in the oracle file, otherwise compares with it, prints one line per spec,
-# writes <run>.md, and exits 1 on a regression.
-compare() {
-  python3 - "$@" <<'PY'
-import json, os, re, sys
-
-(report, oracle_file, md, run_name, oracle_mode, dry_run, skip_list,
- kcm_bin, *areas_and_focus) = sys.argv[1:]
-areas = dict(zip(areas_and_focus[0::2], areas_and_focus[1::2]))
-skips = []
-for line in skip_list.splitlines():
-    if line:
-        pat, _, why = line.partition(" => ")
-        skips.append((re.compile(pat), why))
-
-def why_skipped(full):
-    for pat, why in skips:
-        if pat.search(full):
-            return why
-    return ""
-
-def area_of(full):
-    for area, focus in areas.items():
-        if re.search(focus, full):
-            return area
-    return None
-
-results = {}  # spec text -> (area, state, seconds, message)
-if os.path.exists(report):
-    with open(report) as f:
-        reports = json.load(f)
-    for r in reports:
-        reasons = " ".join(r.get("SpecialSuiteFailureReasons") or [])
-        timed_out = "Timeout" in reasons or "Interrupted" in reasons
-        for s in r.get("SpecReports") or []:
-            if s.get("LeafNodeType") != "It":
-                continue
-            text = " ".join((s.get("ContainerHierarchyTexts") or []) + [s.get("LeafNodeText", "")])
-            labels = [l for ls in (s.get("ContainerHierarchyLabels") or []) for l in ls] + (s.get("LeafNodeLabels") or [])
-            full = text + "".join(f" [{l}]" for l in labels if f"[{l}]" not in text)
-            area = area_of(full)
-            if area is None:
-                continue
-            state = s.get("State", "?")
-            msg = ((s.get("Failure") or {}).get("Message") or "").strip()
-            if state == "skipped" and why_skipped(full):
-                state, msg = "skipped", why_skipped(full)
-            elif state == "skipped" and dry_run != "1":
-                state = "not-run" if timed_out else "skipped"
-            elif state not in ("passed", "skipped"):
-                state = "failed"
-            results[text] = (area, state, (s.get("RunTime") or 0) / 1e9, msg)
-
-def load_oracle():
-    out = {}
-    if os.path.exists(oracle_file):
-        with open(oracle_file) as f:
-            for line in f:
-                if line.startswith("#") or not line.strip():
-                    continue
-                area, state, text = line.rstrip("\n").split("\t", 2)
-                out[text] = (area, state)
-    return out
-
-def esc(s):
-    return " ".join(s.split()).replace("|", "\\|")
-
-def short(msg, n=300):
-    msg = " ".join(msg.split())
-    return msg if len(msg) <= n else msg[: n - 3] + "..."
-
-if dry_run == "1":
-    for text, (area, state, _, msg) in sorted(results.items(), key=lambda kv: (kv[1][0], kv[0])):
-        print(f"{area:22} {'skipped' if state == 'skipped' else 'would run':9}  {text}" + (f"  ({msg})" if state == "skipped" else ""))
-    sys.exit(0)
-
-if not results:
-    print("no report: the run broke before any spec ran", file=sys.stderr)
-    sys.exit(1)
-
-if oracle_mode == "1":
-    oracle = load_oracle()
-    kept = {t: v for t, v in oracle.items() if v[0] not in areas}
-    for text, (area, state, _, _) in results.items():
-        kept[text] = (area, state)
-    with open(oracle_file, "w") as f:
-        f.write("# Upstream kube-controller-manager v1.37.2 alone on the kwok bed: area, result, spec.\n")
-        f.write("# Written by `make conformance ORACLE=1`; hack/conformance.sh compares every run with it.\n")
-        for text, (area, state) in sorted(kept.items(), key=lambda kv: (kv[1][0], kv[0])):
-            f.write(f"{area}\t{state}\t{text}\n")
-    counts = {}
-    for area, state, *_ in results.values():
-        counts.setdefault(area, {}).setdefault(state, 0)
-        counts[area][state] += 1
-    for area in sorted(counts):
-        c = counts[area]
-        print(f"{area}: upstream {c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('skipped', 0)} skipped"
-              + (f", {c['not-run']} not run" if c.get("not-run") else ""))
-    print(f"wrote {oracle_file}")
-    sys.exit(0)
-
-oracle = load_oracle()
-regressions, rows = 0, []
-per_area = {}
-for text in sorted(results, key=lambda t: (results[t][0], t)):
-    area, state, secs, msg = results[text]
-    up = oracle.get(text, (area, "unknown"))[1]
-    note = ""
-    if up == "passed" and state != "passed" and state != "skipped":
-        note = "REGRESSION"
-        regressions += 1
-    elif up == "failed" and state == "passed":
-        note = "better than upstream"
-    elif up == "failed":
-        note = "upstream fails it on this bed too (not counted)"
-    elif up == "unknown":
-        note = "not in the oracle file (run ORACLE=1)"
-    elif state == "skipped":
-        note = msg
-    rows.append((area, text, state, up, note, msg))
-    a = per_area.setdefault(area, {"ours": 0, "upstream": 0, "judged": 0})
-    if state != "skipped":
-        a["judged"] += 1
-        a["ours"] += state == "passed"
-        a["upstream"] += up == "passed"
-    print(f"{area:22} ours={state:8} upstream={up:8} {note + '  ' if note == 'REGRESSION' else ''}{text}")
-
-lines = [f"# Conformance: {run_name}", "",
-         f"Upstream v1.37.2 [Conformance] e2e specs on the kwok bed; ours = `{kcm_bin}`; "
-         "upstream = test/conformance/upstream-results.txt (upstream's KCM alone on the same bed).", "",
-         "| Area | Passed by ours | Passed by upstream | Specs run |", "| --- | --- | --- | --- |"]
-for area in sorted(per_area):
-    a = per_area[area]
-    lines.append(f"| {area} | {a['ours']} | {a['upstream']} | {a['judged']} |")
-lines += ["", "| Area | Spec | Ours | Upstream | Note |", "| --- | --- | --- | --- | --- |"]
-for area, text, state, up, note, msg in rows:
-    lines.append(f"| {area} | {esc(text)} | {state} | {up} | {esc(note)} |")
-fails = [(t, m) for _, t, s, _, _, m in rows if s == "failed"]
-if fails:
-    lines += ["", "## Failures with ours", ""]
-    lines += [f"- **{esc(t)}**: {esc(short(m))}" for t, m in fails]
-with open(md, "w") as f:
-    f.write("\n".join(lines) + "\n")
-for area in sorted(per_area):
-    a = per_area[area]
-    print(f"{area}: ours {a['ours']}/{a['judged']} passed, upstream {a['upstream']}/{a['judged']}")
-print(f"{regressions} regression(s); table in {md}")
-sys.exit(1 if regressions else 0)
-PY
-}
-
 # ---------------------------------------------------------------- main
+# The comparison is test/conformance/compare.py's (unit-tested by
+# compare_test.py, make test-conformance-runner).
 mkdir -p "${OUT}"
 log "area ${AREA}$([[ ${ORACLE} != 1 ]] || echo ", oracle run"): focus ${FOCUS_RE}"
 RUN_RC=0
-[[ "${CONFORMANCE_REPORT_ONLY:-0}" == 1 ]] || run_e2e
+if [[ "${CONFORMANCE_REPORT_ONLY:-0}" == 1 ]]; then
+  RUN_RC=$(cat "${DIR}/e2e-exit" 2>/dev/null || echo 98)
+else
+  run_e2e
+  echo "${RUN_RC}" > "${DIR}/e2e-exit"
+fi
 SKIP_LINES=$(printf '%s\n' "${SKIPS[@]}")
 [[ "${CONFORMANCE_NO_SKIPS:-0}" != 1 ]] || SKIP_LINES=""
-AREA_ARGS=()
-for a in "${RUN_AREAS[@]}"; do AREA_ARGS+=("${a}" "${FOCUS[${a}]}"); done
+[[ -z "${CONFORMANCE_SKIP:-}" ]] || SKIP_LINES+=$'\n'"${CONFORMANCE_SKIP} => CONFORMANCE_SKIP (this run only)"
+CMP_ARGS=(judge --report "${DIR}/report.json" --oracle-file "${ORACLE_FILE}" --ours-file "${OURS_FILE}"
+  --md "${OUT}/${RUN_NAME}.md" --run-name "${RUN_NAME}" --skip-list "${SKIP_LINES}" --focus "${FOCUS_RE}"
+  --kcm-bin "${OURS}" --run-rc "${RUN_RC}")
+for a in "${AREAS[@]}"; do CMP_ARGS+=(--area "${a}=${FOCUS[${a}]}"); done
+if [[ "${CONFORMANCE_DRY_RUN:-0}" == 1 ]]; then
+  CMP_ARGS+=(--mode dry-run)
+elif [[ "${ORACLE}" == 1 ]]; then
+  CMP_ARGS+=(--mode oracle)
+else
+  CMP_ARGS+=(--mode ours)
+  [[ ${RECORD_OURS} != 1 ]] || CMP_ARGS+=(--record-ours)
+fi
+judged_bin=${MAIN_BIN}
+machine="$(uname -m), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | xargs)), $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+commit="$(git -C "${ROOT}" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "${ROOT}" diff --quiet HEAD 2>/dev/null || echo -dirty)"
+CMP_ARGS+=(--meta "date=$(date -u +%Y-%m-%dT%H:%MZ)" --meta "commit=${commit}" --meta "machine=${machine}"
+  --meta "binary=${judged_bin##*/} ($("${judged_bin}" --version 2>/dev/null | head -1)$([[ ${judged_bin} != "${UPSTREAM}" ]] || echo ', built from k8s.io/kubernetes v1.37.2'))"
+  --meta "run=AREA=${AREA}, e2e.test $(cat "${DIR}/duration" 2>/dev/null || echo '?') s")
 set +e
-compare "${DIR}/report.json" "${ORACLE_FILE}" "${OUT}/${RUN_NAME}.md" "${RUN_NAME}" "${ORACLE}" \
-  "${CONFORMANCE_DRY_RUN:-0}" "${SKIP_LINES}" "${OURS}" "${AREA_ARGS[@]}"
+python3 "${ROOT}/test/conformance/compare.py" "${CMP_ARGS[@]}"
 CMP_RC=$?
 set -e
 if [[ ${RUN_RC} == 99 ]]; then log "the run broke (bed); see ${DIR}"; exit 1; fi
+if [[ ${CMP_RC} != 0 ]]; then log "FAILED (${RUN_NAME}); see ${OUT}/${RUN_NAME}.md and ${DIR}"; fi
 exit "${CMP_RC}"

@@ -36,19 +36,19 @@ kwok_stages() {
   src=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   rm -rf "${STAGES}"; mkdir -p "${STAGES}"
   # The node and pod lifecycles kwok plays: nodes become Ready and heartbeat
-  # through Leases; pods become Ready and go away when deleted. How Job pods
-  # finish is ours: hack/kwok/pod-job-*.yaml.
+  # through Leases; pods go away when deleted. How pods start (Ready, or
+  # stuck pulling an image that does not exist) and how Job pods finish is
+  # ours: hack/kwok/pod-*.yaml, which local-up.sh loads beside these.
   local f
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-           pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+           pod/fast/pod-delete.yaml; do
     [[ -f "${src}/kustomize/stage/${f}" ]] || { log "missing kwok stage ${f}"; exit 1; }
     install -m 0644 "${src}/kustomize/stage/${f}" "${STAGES}/$(basename "${f}")"
   done
 }
 
-# e2e.test: upstream v1.37.2's e2e suite (apps, apimachinery, network, storage
-# and dra specs),
-# compiled from the test/conformance module with go test -c, cached by a stamp
+# e2e.test: upstream v1.37.2's e2e suite (apps, apimachinery, auth, network,
+# node, storage and dra specs), compiled from the test/conformance module with go test -c, cached by a stamp
 # of that module's go.mod, go.sum and Go files. Used by hack/conformance.sh.
 build_e2e_test() {
   local dir="${ROOT}/test/conformance" stamp="${BIN}/.e2e.test.stamp" want

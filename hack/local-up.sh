@@ -112,7 +112,7 @@ start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
   --bind-address=127.0.0.1 --secure-port="$(free_port)" --leader-elect=false
 
 # kwok's settings (node Leases) and stages: upstream's for nodes and pod
-# readiness, ours (hack/kwok) for how Job pods finish.
+# deletion, ours (hack/kwok) for how pods start and how Job pods finish.
 STAGES=()
 for f in "${ROOT}"/_output/kwok-stages/*.yaml "${ROOT}"/hack/kwok/*.yaml; do STAGES+=(--config="${f}"); done
 # shellcheck disable=SC2086

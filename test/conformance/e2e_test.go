@@ -1,6 +1,6 @@
 // Package conformance builds upstream Kubernetes v1.37.2's e2e suite, limited to
-// the controller-facing spec sources (apps, apimachinery, network, storage,
-// dra), into one
+// the controller-facing spec sources (apps, apimachinery, auth, network, node,
+// storage, dra), into one
 // test binary: go test -c -o _output/bin/e2e.test. hack/conformance.sh runs it
 // against the local bed with our kube-controller-manager (or upstream's).
 //
@@ -29,8 +29,10 @@ import (
 	// test sources: the controller-facing ones only
 	_ "k8s.io/kubernetes/test/e2e/apimachinery"
 	_ "k8s.io/kubernetes/test/e2e/apps"
+	_ "k8s.io/kubernetes/test/e2e/auth"
 	_ "k8s.io/kubernetes/test/e2e/dra"
 	_ "k8s.io/kubernetes/test/e2e/network"
+	_ "k8s.io/kubernetes/test/e2e/node"
 	_ "k8s.io/kubernetes/test/e2e/storage"
 
 	// reconfigure framework
