@@ -144,8 +144,9 @@ type Decision struct {
 //     someone else is taken only after OrphanGrace (its member is gone or
 //     does not run it);
 //   - held units are given away only while Self holds more than its fair
-//     share by Margin, only those assigned to another live member, and only
-//     after MinHold, so replicas that come and go cause no ping-pong.
+//     share by Margin, only those assigned to another live member, only
+//     after MinHold, newest first and no further than the fair share, so
+//     replicas that come and go cause no ping-pong.
 func Decide(v View, p Policy) Decision {
 	var d Decision
 	members := append([]string(nil), v.Members...)
@@ -165,6 +166,7 @@ func Decide(v View, p Policy) Decision {
 
 	units := append([]WeightedUnit(nil), v.Units...)
 	sort.Slice(units, func(i, j int) bool { return units[i].Name < units[j].Name })
+	var releasable []WeightedUnit
 	for _, u := range units {
 		st := v.States[u.Name]
 		switch st.Holder {
@@ -174,9 +176,21 @@ func Decide(v View, p Policy) Decision {
 			}
 		case v.Self:
 			if over && target[u.Name] != v.Self && v.Now.Sub(st.HeldSince) >= p.MinHold {
-				d.Release = append(d.Release, u.Name)
+				releasable = append(releasable, u)
 			}
 		}
+	}
+	// Newest first, so units held longest stay put, and only down to the
+	// fair share.
+	sort.SliceStable(releasable, func(i, j int) bool {
+		return v.States[releasable[i].Name].HeldSince.After(v.States[releasable[j].Name].HeldSince)
+	})
+	for _, u := range releasable {
+		if float64(mine-weightOf(u)) < fair {
+			continue
+		}
+		mine -= weightOf(u)
+		d.Release = append(d.Release, u.Name)
 	}
 	return d
 }

@@ -175,26 +175,56 @@ func TestDecideReleasesOnlyWhenOverShareAfterMinHold(t *testing.T) {
 
 func TestDecideHysteresisWithinMargin(t *testing.T) {
 	now := time.Unix(1000, 0)
-	// Three equal units over two members: holding two is 33% over fair
-	// share, beyond a 50% margin is required to give one away.
-	units := []WeightedUnit{{"u1", 1}, {"u2", 1}, {"u3", 1}}
+	// Four equal units over two members, a holding three: 50% over its
+	// fair share of two.
+	units := []WeightedUnit{{"u1", 1}, {"u2", 1}, {"u3", 1}, {"u4", 1}}
 	states := map[string]UnitState{
 		"u1": {Holder: "a", HeldSince: now.Add(-time.Hour)},
 		"u2": {Holder: "a", HeldSince: now.Add(-time.Hour)},
-		"u3": {Holder: "b"},
+		"u3": {Holder: "a", HeldSince: now.Add(-time.Hour)},
+		"u4": {Holder: "b"},
 	}
+	view := View{Self: "a", Members: []string{"a", "b"}, Units: units, States: states, Now: now}
 	p := policy
-	p.Margin = 0.5
-	if d := Decide(View{Self: "a", Members: []string{"a", "b"}, Units: units, States: states, Now: now}, p); len(d.Release) != 0 {
+	p.Margin = 0.6
+	if d := Decide(view, p); len(d.Release) != 0 {
 		t.Errorf("within the margin, released %v", d.Release)
 	}
-	// Positive control: with no margin the same view gives a unit away
-	// (if one of the two is assigned to b).
-	target := Target(units, []string{"a", "b"})
-	if target["u1"] == "b" || target["u2"] == "b" {
-		p.Margin = 0
-		if d := Decide(View{Self: "a", Members: []string{"a", "b"}, Units: units, States: states, Now: now}, p); len(d.Release) == 0 {
-			t.Errorf("over share without margin, released nothing")
+	// Positive control: with a smaller margin the same view gives exactly
+	// one unit away (b's target share is two), and never below fair share.
+	p.Margin = 0.2
+	d := Decide(view, p)
+	if len(d.Release) != 1 {
+		t.Fatalf("50%% over share with a 20%% margin released %v, want one unit", d.Release)
+	}
+	if target := Target(units, view.Members); target[d.Release[0]] != "b" {
+		t.Errorf("released %s, assigned to %s", d.Release[0], target[d.Release[0]])
+	}
+}
+
+func TestDecideReleasesNewestFirst(t *testing.T) {
+	now := time.Unix(1000, 0)
+	units := []WeightedUnit{{"u1", 1}, {"u2", 1}, {"u3", 1}, {"u4", 1}, {"u5", 1}, {"u6", 1}}
+	members := []string{"a", "b", "c"}
+	target := Target(units, members)
+	states := map[string]UnitState{}
+	var notMine []string
+	for i, u := range units {
+		states[u.Name] = UnitState{Holder: "a", HeldSince: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
+		if target[u.Name] != "a" {
+			notMine = append(notMine, u.Name)
+		}
+	}
+	d := Decide(View{Self: "a", Members: members, Units: units, States: states, Now: now}, policy)
+	// Fair share is two: a gives four away, the newest of those not its own.
+	want := len(units) - 2
+	if len(d.Release) != want {
+		t.Fatalf("released %v, want %d units", d.Release, want)
+	}
+	for i := 0; i < want; i++ {
+		if d.Release[i] != notMine[len(notMine)-1-i] {
+			t.Errorf("release order %v, want newest first of %v", d.Release, notMine)
+			break
 		}
 	}
 }
