@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -346,4 +347,76 @@ func TestShardedReplicasShareAndFailOver(t *testing.T) {
 		}
 	}
 	waitShared(t, c, lease, rest...)
+}
+
+// TestShardedBesideUpstream: while upstream's binary holds the main Lease,
+// sharded replicas of ours run nothing; once it is killed they take over,
+// and no controller Lease was acquired before the upstream leader was gone.
+func TestShardedBesideUpstream(t *testing.T) {
+	upstream := filepath.Join(framework.BinDir(), "kube-controller-manager-upstream")
+	if _, err := os.Stat(upstream); err != nil {
+		t.Skipf("no upstream binary: %v", err)
+	}
+	cp := framework.Shared(t)
+	c := cp.Client(t)
+	const lease = "kcm-sharded-mixed"
+
+	args := shardedArgs(lease)[1:] // upstream's flags: all but --leader-elect-sharded
+	saved := kcmBinary
+	kcmBinary = upstream
+	up := startKCM(t, args...)
+	kcmBinary = saved
+	upID, _ := waitHolder(t, c, lease, "", 60*time.Second)
+
+	ours := []*kcmProcess{startKCM(t, shardedArgs(lease)...), startKCM(t, shardedArgs(lease)...)}
+	ids := []string{ours[0].identity(t), ours[1].identity(t)}
+	// Both are up and watching; give them several lease durations to
+	// misbehave. The take-over below is the positive control.
+	time.Sleep(3 * leaseDuration)
+	holders, _, err := unitHolders(context.Background(), c, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range holders {
+		if h != "" {
+			t.Errorf("%s held by %q while upstream leads", name, h)
+		}
+	}
+	for i, p := range ours {
+		if strings.Contains(p.Output(), "starting controller") {
+			t.Errorf("replica %s started a controller while upstream leads", ids[i])
+		}
+	}
+	if l, err := getLease(context.Background(), c, lease); err != nil || holder(l) != upID {
+		t.Fatalf("main lease %v (%v), want still held by upstream %q", holder(l), err, upID)
+	}
+
+	killed := time.Now()
+	if _, exited := up.stop(syscall.SIGKILL, 10*time.Second); !exited {
+		t.Fatal("upstream did not die")
+	}
+	holders = waitShared(t, c, lease, ids...)
+	t.Logf("ours took over %s after upstream was killed: %v", time.Since(killed).Round(10*time.Millisecond), holders)
+	main, err := getLease(context.Background(), c, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder(main) != lease+"-sharded-replicas" {
+		t.Fatalf("main lease held by %q", holder(main))
+	}
+	// The group took the main Lease only after upstream's had expired, and
+	// every controller Lease was acquired after that.
+	groupSince := main.Spec.AcquireTime.Time
+	if groupSince.Before(killed.Add(-time.Second)) {
+		t.Errorf("main lease acquired by ours at %s, before upstream was killed at %s", groupSince, killed)
+	}
+	for _, name := range shardedControllers {
+		l, err := getLease(context.Background(), c, lease+"-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := l.Spec.AcquireTime.Time; at.Before(groupSince) {
+			t.Errorf("%s acquired at %s, before ours held the main lease (%s)", name, at, groupSince)
+		}
+	}
 }
