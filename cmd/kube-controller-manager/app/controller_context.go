@@ -50,13 +50,20 @@ type ControllerContext struct {
 	ResyncPeriod func() time.Duration
 
 	filtered *filteredInformers
+	// wrapFiltered, when set, wraps the factories FilteredInformerFactory
+	// returns (sharded replicas track the handlers added through them).
+	wrapFiltered func(f informers.SharedInformerFactory, namespace, fieldSelector string) informers.SharedInformerFactory
 }
 
 // FilteredInformerFactory returns a shared informer factory that sees only
 // objects matching fieldSelector (in namespace, unless empty). Its
 // informers start, sync and stop with the shared factories.
 func (c ControllerContext) FilteredInformerFactory(namespace, fieldSelector string) informers.SharedInformerFactory {
-	return c.filtered.factory(namespace, fieldSelector)
+	f := c.filtered.factory(namespace, fieldSelector)
+	if c.wrapFiltered != nil {
+		return c.wrapFiltered(f, namespace, fieldSelector)
+	}
+	return f
 }
 
 // StartInformers starts every informer requested so far.

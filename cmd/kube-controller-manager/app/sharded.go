@@ -73,25 +73,34 @@ type shardedController struct {
 	logger         klog.Logger
 
 	mu sync.Mutex
-	// next is a built controller not yet run (the warm build).
-	next Controller
+	// next is a built controller not yet run (the warm build), nextReg
+	// the handlers it added.
+	next    Controller
+	nextReg *handlerRegistry
 	// current is the running controller, for its health check.
 	current Controller
 }
 
-func (s *shardedController) build(ctx context.Context) (Controller, error) {
-	ctrl, _, err := buildController(ctx, s.cc, s.d, nil)
-	return ctrl, err
+// build builds the controller on the shared informers, recording the
+// handlers it adds; mux, when given, gets its debug handlers.
+func (s *shardedController) build(ctx context.Context, mux *mux.PathRecorderMux) (Controller, *handlerRegistry, error) {
+	reg := &handlerRegistry{}
+	ctrl, _, err := buildController(ctx, s.cc.tracked(reg), s.d, mux)
+	if err != nil || ctrl == nil {
+		reg.removeAll()
+		return nil, nil, err
+	}
+	return ctrl, reg, nil
 }
 
 func (s *shardedController) run(ctx context.Context) {
 	s.mu.Lock()
-	ctrl := s.next
-	s.next = nil
+	ctrl, reg := s.next, s.nextReg
+	s.next, s.nextReg = nil, nil
 	s.mu.Unlock()
 	if ctrl == nil {
 		var err error
-		if ctrl, err = s.build(ctx); err != nil || ctrl == nil {
+		if ctrl, reg, err = s.build(ctx, nil); err != nil || ctrl == nil {
 			// Logged by build; the Lease is kept so no other replica loops
 			// on the same failure, and given up at the next hand-over.
 			<-ctx.Done()
@@ -99,6 +108,8 @@ func (s *shardedController) run(ctx context.Context) {
 		}
 		s.startInformers()
 	}
+	// This build is done with once it returns: the next run builds anew.
+	defer reg.removeAll()
 	if d := wait.Jitter(s.cc.ComponentConfig.Generic.ControllerStartInterval.Duration, controllerStartJitter); d > 0 {
 		select {
 		case <-time.After(d):
@@ -160,14 +171,14 @@ func runSharded(ctx context.Context, c *config.CompletedConfig, id string, unsec
 		if warm {
 			// Build now so its informers start with everyone's; this first
 			// build also mounts the debug handlers.
-			ctrl, _, err := buildController(ctx, cc, d, unsecuredMux)
+			ctrl, reg, err := s.build(ctx, unsecuredMux)
 			if err != nil {
 				return err
 			}
 			if ctrl == nil {
 				continue
 			}
-			s.next = ctrl
+			s.next, s.nextReg = ctrl, reg
 		}
 		units = append(units, sharded.Unit{Name: d.Name(), Weight: controllerWeight(d.Name()), Run: s.run})
 		checks = append(checks, healthz.NamedCheck(d.Name(), s.check))
