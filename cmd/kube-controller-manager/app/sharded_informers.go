@@ -161,16 +161,20 @@ func (f *trackingFactory) Certificates() certificates.Interface {
 func (f *trackingFactory) Coordination() coordination.Interface {
 	return coordination.New(f, f.namespace, f.tweak)
 }
-func (f *trackingFactory) Core() core.Interface           { return core.New(f, f.namespace, f.tweak) }
-func (f *trackingFactory) Discovery() discovery.Interface { return discovery.New(f, f.namespace, f.tweak) }
-func (f *trackingFactory) Events() events.Interface       { return events.New(f, f.namespace, f.tweak) }
+func (f *trackingFactory) Core() core.Interface { return core.New(f, f.namespace, f.tweak) }
+func (f *trackingFactory) Discovery() discovery.Interface {
+	return discovery.New(f, f.namespace, f.tweak)
+}
+func (f *trackingFactory) Events() events.Interface { return events.New(f, f.namespace, f.tweak) }
 func (f *trackingFactory) Extensions() extensions.Interface {
 	return extensions.New(f, f.namespace, f.tweak)
 }
 func (f *trackingFactory) Flowcontrol() flowcontrol.Interface {
 	return flowcontrol.New(f, f.namespace, f.tweak)
 }
-func (f *trackingFactory) Lifecycle() lifecycle.Interface { return lifecycle.New(f, f.namespace, f.tweak) }
+func (f *trackingFactory) Lifecycle() lifecycle.Interface {
+	return lifecycle.New(f, f.namespace, f.tweak)
+}
 func (f *trackingFactory) Networking() networking.Interface {
 	return networking.New(f, f.namespace, f.tweak)
 }
