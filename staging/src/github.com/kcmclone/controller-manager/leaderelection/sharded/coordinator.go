@@ -84,7 +84,7 @@ type Coordinator struct {
 	clock   clock.Clock
 	tracker *tracker
 	units   map[string]*unitRun
-	// started is when Run began; members already present then count at once.
+	// started is when the Lease cache synced; members present then count at once.
 	started time.Time
 
 	mu sync.Mutex
@@ -213,7 +213,6 @@ func (c *Coordinator) newElector(lease, identity string, cb leaderelection.Leade
 func (c *Coordinator) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("sharded")
 	ctx = klog.NewContext(ctx, logger)
-	c.started = c.clock.Now()
 
 	// Watches only the namespace's Leases; this is how replicas see each
 	// other and the Leases they hold.
@@ -232,6 +231,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return nil
 	}
 	c.tracker.synced()
+	c.started = c.clock.Now()
 
 	// Membership: a Lease of our own, held as long as the process runs.
 	memberCtx, stopMember := context.WithCancel(klog.NewContext(context.Background(), logger))
