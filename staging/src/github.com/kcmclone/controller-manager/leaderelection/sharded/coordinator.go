@@ -216,12 +216,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	// Watches only the namespace's Leases; this is how replicas see each
 	// other and the Leases they hold.
-	infCtx, stopInformer := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace))
 	inf := factory.Coordination().V1().Leases().Informer()
 	if _, err := inf.AddEventHandler(c.tracker.handlers()); err != nil {
 		return err
 	}
+	// Not ctx: the Leases are watched until every unit has stopped.
+	infCtx, stopInformer := context.WithCancel(context.Background())
 	factory.Start(infCtx.Done())
 	defer func() {
 		stopInformer()
