@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -161,6 +162,24 @@ func TestShardedReplicasShareAndFailOver(t *testing.T) {
 	}
 	if got, want := holder(main), lease+"-sharded-replicas"; got != want {
 		t.Fatalf("main lease held by %q, want %q", got, want)
+	}
+
+	// Who runs what shows in each replica's metrics and health checks.
+	rsLease := lease + "-replicaset-controller"
+	for i, p := range procs {
+		want := "0"
+		if holders["replicaset-controller"] == ids[i] {
+			want = "1"
+		}
+		line := `leader_election_master_status{name="` + rsLease + `"} ` + want
+		framework.Eventually(t, 30*time.Second, "replica "+ids[i]+" to report "+line, func(context.Context) (bool, error) {
+			code, body := get(t, p.url("/metrics"), cp.Tokens[framework.AdminUser])
+			return code == http.StatusOK && strings.Contains(body, line), nil
+		})
+		code, body := get(t, p.url("/healthz?verbose"), "")
+		if code != http.StatusOK || !strings.Contains(body, "[+]leader-election-replicaset-controller ok") || !strings.Contains(body, "[+]replicaset-controller ok") {
+			t.Errorf("replica %s /healthz = %d:\n%s", ids[i], code, body)
+		}
 	}
 
 	ns := framework.CreateNamespace(t, c, "sharded")
