@@ -167,14 +167,17 @@ func TestShardedReplicasShareAndFailOver(t *testing.T) {
 	// Who runs what shows in each replica's metrics and health checks.
 	rsLease := lease + "-replicaset-controller"
 	for i, p := range procs {
-		want := "0"
-		if holders["replicaset-controller"] == ids[i] {
-			want = "1"
-		}
-		line := `leader_election_master_status{name="` + rsLease + `"} ` + want
-		framework.Eventually(t, 30*time.Second, "replica "+ids[i]+" to report "+line, func(context.Context) (bool, error) {
+		framework.Eventually(t, 60*time.Second, "replica "+ids[i]+" to report whether it runs "+rsLease, func(ctx context.Context) (bool, error) {
+			l, err := getLease(ctx, c, rsLease)
+			if err != nil {
+				return false, err
+			}
+			want := "0"
+			if holder(l) == ids[i] {
+				want = "1"
+			}
 			code, body := get(t, p.url("/metrics"), cp.Tokens[framework.AdminUser])
-			return code == http.StatusOK && strings.Contains(body, line), nil
+			return code == http.StatusOK && strings.Contains(body, `leader_election_master_status{name="`+rsLease+`"} `+want), nil
 		})
 		code, body := get(t, p.url("/healthz?verbose"), "")
 		if code != http.StatusOK || !strings.Contains(body, "[+]leader-election-replicaset-controller ok") || !strings.Contains(body, "[+]replicaset-controller ok") {
