@@ -450,3 +450,10 @@ func TestShardedBesideUpstream(t *testing.T) {
 		}
 	}
 }
+
+func TestShardedNeedsLeaderElect(t *testing.T) {
+	code, out := runKCM(t, "--leader-elect-sharded", "--leader-elect=false")
+	if code != 1 || !strings.Contains(out, "--leader-elect-sharded requires --leader-elect=true") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
