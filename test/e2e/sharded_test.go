@@ -155,6 +155,19 @@ func TestShardedReplicasShareAndFailOver(t *testing.T) {
 		ids = append(ids, p.identity(t))
 	}
 	holders := waitShared(t, c, lease, ids...)
+	// Let the start-up hand-overs finish: the assignment must hold still
+	// for three lease durations (longer than a unit's minimum hold).
+	stableSince, last := time.Now(), fmt.Sprint(holders)
+	framework.Eventually(t, 3*time.Minute, "a stable assignment", func(ctx context.Context) (bool, error) {
+		h, _, err := unitHolders(ctx, c, lease)
+		if err != nil {
+			return false, err
+		}
+		if now := fmt.Sprint(h); now != last {
+			stableSince, last, holders = time.Now(), now, h
+		}
+		return time.Since(stableSince) >= 3*leaseDuration, nil
+	})
 	t.Logf("assignment: %v", holders)
 	main, err := getLease(context.Background(), c, lease)
 	if err != nil {
