@@ -11,7 +11,10 @@
 # KCM_LOCAL_KWOK_FLAGS (extra flags for kwok, e.g. --config=FILE),
 # KCM_LOCAL_EXTRA_KCM_BINARY and KCM_LOCAL_EXTRA_KCM_FLAGS (a second controller
 # manager beside the first, on its own port and Lease, e.g. upstream's running
-# the controllers the first leaves out with --controllers).
+# the controllers the first leaves out with --controllers),
+# REPLICAS or KCM_LOCAL_REPLICAS (1; more runs that many replicas of the binary,
+# the extra ones on free secure ports, with --leader-elect-sharded unless
+# KCM_LOCAL_SHARDED=false, which gives upstream's active/passive replicas).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +24,8 @@ NODES="${KCM_LOCAL_NODES:-3}"
 API_PORT="${KCM_LOCAL_APISERVER_PORT:-6443}"
 KCM_PORT="${KCM_LOCAL_KCM_PORT:-10257}"
 KCM_BINARY="${KCM_LOCAL_KCM_BINARY:-${BIN}/kube-controller-manager}"
+REPLICAS="${KCM_LOCAL_REPLICAS:-${REPLICAS:-1}}"
+[[ "${REPLICAS}" =~ ^[1-9][0-9]*$ ]] || { echo "REPLICAS must be a positive number, got '${REPLICAS}'" >&2; exit 1; }
 log() { echo "+++ [local-up] $*" >&2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok
@@ -146,9 +151,22 @@ KCM_COMMON=(--kubeconfig="${KUBECONFIG_FILE}"
   --bind-address=127.0.0.1
   --service-account-private-key-file="${DIR}/certs/sa.key" --root-ca-file="${DIR}/certs/ca.crt"
   --use-service-account-credentials=true --v=2)
+if (( REPLICAS > 1 )) && [[ "${KCM_LOCAL_SHARDED:-true}" == true ]]; then
+  KCM_COMMON+=(--leader-elect-sharded)
+fi
 # shellcheck disable=SC2086
 start kube-controller-manager "${KCM_BINARY}" "${KCM_COMMON[@]}" \
   --secure-port="${KCM_PORT}" --cert-dir="${DIR}/kcm-certs" ${KCM_LOCAL_KCM_FLAGS:-}
+KCM_PORTS=("${KCM_PORT}")
+KCM_PIDS=("${PIDS[-1]}")
+for ((i = 2; i <= REPLICAS; i++)); do
+  port=$(free_port)
+  KCM_PORTS+=("${port}")
+  # shellcheck disable=SC2086
+  start "kube-controller-manager-${i}" "${KCM_BINARY}" "${KCM_COMMON[@]}" \
+    --secure-port="${port}" --cert-dir="${DIR}/kcm-certs-${i}" ${KCM_LOCAL_KCM_FLAGS:-}
+  KCM_PIDS+=("${PIDS[-1]}")
+done
 if [[ -n "${KCM_LOCAL_EXTRA_KCM_BINARY:-}" ]]; then
   # shellcheck disable=SC2086
   start kube-controller-manager-extra "${KCM_LOCAL_EXTRA_KCM_BINARY}" "${KCM_COMMON[@]}" \
@@ -167,6 +185,7 @@ Local cluster is up.
   kubectl get nodes
   kubectl create deployment web --image=nginx --replicas=3
 Controller manager: https://127.0.0.1:${KCM_PORT}/healthz  logs: ${DIR}/logs/
+$( ((REPLICAS > 1)) && echo "Replicas on ports ${KCM_PORTS[*]}; who runs what: kubectl -n kube-system get leases" || true )
 Press Ctrl-C to stop everything.
 MSG
 echo "${KUBECONFIG_FILE}"
@@ -174,6 +193,8 @@ echo "${KUBECONFIG_FILE}"
 # Stay up until interrupted or a component dies.
 while true; do
   for pid in "${PIDS[@]}"; do
+    # With replicas, one dying is what they are for: the others carry on.
+    if (( REPLICAS > 1 )) && [[ " ${KCM_PIDS[*]} " == *" ${pid} "* ]]; then continue; fi
     if ! kill -0 "${pid}" 2>/dev/null; then
       log "a component (pid ${pid}) exited; see ${DIR}/logs"; exit 1
     fi

@@ -51,13 +51,20 @@ type ControllerContext struct {
 	ResyncPeriod func() time.Duration
 
 	filtered *filteredInformers
+	// wrapFiltered, when set, wraps the factories FilteredInformerFactory
+	// returns (sharded replicas track the handlers added through them).
+	wrapFiltered func(f informers.SharedInformerFactory, namespace, fieldSelector string) informers.SharedInformerFactory
 }
 
 // FilteredInformerFactory returns a shared informer factory that sees only
 // objects matching fieldSelector (in namespace, unless empty). Its
 // informers start, sync and stop with the shared factories.
 func (c ControllerContext) FilteredInformerFactory(namespace, fieldSelector string) informers.SharedInformerFactory {
-	return c.filtered.factory(namespace, fieldSelector)
+	f := c.filtered.factory(namespace, fieldSelector)
+	if c.wrapFiltered != nil {
+		return c.wrapFiltered(f, namespace, fieldSelector)
+	}
+	return f
 }
 
 // StartInformers starts every informer requested so far.
@@ -168,40 +175,63 @@ type HealthCheckAdder interface {
 // a /healthz/<name> check for each and mounts debug handlers.
 func BuildControllers(ctx context.Context, cc ControllerContext, descriptors map[string]*ControllerDescriptor,
 	unsecuredMux *mux.PathRecorderMux, health HealthCheckAdder) ([]Controller, error) {
-	logger := klog.FromContext(ctx)
 	var (
 		controllers []Controller
 		checks      []healthz.HealthChecker
 	)
-	build := func(d *ControllerDescriptor) error {
-		name := d.Name()
-		ctrl, err := d.init(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc, name)
+	for _, d := range enabledControllers(ctx, cc, descriptors) {
+		ctrl, check, err := buildController(ctx, cc, d, unsecuredMux)
 		if err != nil {
-			logger.Error(err, "Error initializing a controller", "controller", name)
-			return fmt.Errorf("error initializing %s: %w", name, err)
+			return nil, err
 		}
 		if ctrl == nil {
-			logger.Info("Warning: skipping controller", "controller", name)
-			return nil
-		}
-		check := cmhealthz.NamedPingChecker(name)
-		if dbg, ok := ctrl.(controller.Debuggable); ok && unsecuredMux != nil {
-			if h := dbg.DebuggingHandler(); h != nil {
-				base := "/debug/controllers/" + name
-				unsecuredMux.UnlistedHandle(base, http.StripPrefix(base, h))
-				unsecuredMux.UnlistedHandlePrefix(base+"/", http.StripPrefix(base, h))
-			}
-		}
-		if hc, ok := ctrl.(controller.HealthCheckable); ok {
-			if real := hc.HealthChecker(); real != nil {
-				check = cmhealthz.NamedHealthChecker(name, real)
-			}
+			continue
 		}
 		controllers = append(controllers, ctrl)
 		checks = append(checks, check)
-		return nil
 	}
+	if len(checks) > 0 {
+		health.AddHealthChecker(checks...)
+	}
+	return controllers, nil
+}
 
+// buildController builds one controller and mounts its debug handler when
+// unsecuredMux is given. It returns a nil controller when the controller
+// chose not to run, and the controller's health check.
+func buildController(ctx context.Context, cc ControllerContext, d *ControllerDescriptor, unsecuredMux *mux.PathRecorderMux) (Controller, healthz.HealthChecker, error) {
+	logger := klog.FromContext(ctx)
+	name := d.Name()
+	ctrl, err := d.init(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc, name)
+	if err != nil {
+		logger.Error(err, "Error initializing a controller", "controller", name)
+		return nil, nil, fmt.Errorf("error initializing %s: %w", name, err)
+	}
+	if ctrl == nil {
+		logger.Info("Warning: skipping controller", "controller", name)
+		return nil, nil, nil
+	}
+	check := cmhealthz.NamedPingChecker(name)
+	if dbg, ok := ctrl.(controller.Debuggable); ok && unsecuredMux != nil {
+		if h := dbg.DebuggingHandler(); h != nil {
+			base := "/debug/controllers/" + name
+			unsecuredMux.UnlistedHandle(base, http.StripPrefix(base, h))
+			unsecuredMux.UnlistedHandlePrefix(base+"/", http.StripPrefix(base, h))
+		}
+	}
+	if hc, ok := ctrl.(controller.HealthCheckable); ok {
+		if real := hc.HealthChecker(); real != nil {
+			check = cmhealthz.NamedHealthChecker(name, real)
+		}
+	}
+	return ctrl, check, nil
+}
+
+// enabledControllers lists the descriptors to build, in build order: the
+// ServiceAccount token controller first, since others may need the tokens
+// it mints, then the rest by name.
+func enabledControllers(ctx context.Context, cc ControllerContext, descriptors map[string]*ControllerDescriptor) []*ControllerDescriptor {
+	logger := klog.FromContext(ctx)
 	enabled := func(d *ControllerDescriptor) bool {
 		if !cc.IsControllerEnabled(d) {
 			logger.Info("Warning: controller is disabled", "controller", d.Name())
@@ -217,13 +247,10 @@ func BuildControllers(ctx context.Context, cc ControllerContext, descriptors map
 		}
 		return true
 	}
-
-	// Other controllers may need the tokens this one mints, so it goes first.
+	var out []*ControllerDescriptor
 	for _, d := range descriptors {
 		if d.requiresSpecialHandling && enabled(d) {
-			if err := build(d); err != nil {
-				return nil, err
-			}
+			out = append(out, d)
 		}
 	}
 	for _, name := range sets.List(sets.KeySet(descriptors)) {
@@ -231,14 +258,9 @@ func BuildControllers(ctx context.Context, cc ControllerContext, descriptors map
 		if d.requiresSpecialHandling || !enabled(d) {
 			continue
 		}
-		if err := build(d); err != nil {
-			return nil, err
-		}
+		out = append(out, d)
 	}
-	if len(checks) > 0 {
-		health.AddHealthChecker(checks...)
-	}
-	return controllers, nil
+	return out
 }
 
 // RunControllers runs every controller, each after a jittered start delay,

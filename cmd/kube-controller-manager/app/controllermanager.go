@@ -174,7 +174,8 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 	leaderElect := c.ComponentConfig.Generic.LeaderElection.LeaderElect
 	var electionChecker *leaderelection.HealthzAdaptor
 	var baseChecks []healthz.HealthChecker
-	if leaderElect {
+	// Sharded replicas check each controller's Lease instead.
+	if leaderElect && !c.LeaderElectSharded {
 		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		baseChecks = append(baseChecks, electionChecker)
 	}
@@ -244,6 +245,9 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 	}
 	// The uuid keeps two processes on one host from sharing an identity.
 	id := hostname + "_" + string(uuid.NewUUID())
+	if c.LeaderElectSharded {
+		return runSharded(ctx, c, id, unsecuredMux, health, informerSync, rootClientBuilder, clientBuilder)
+	}
 	return leaderElectAndRun(ctx, c, id, electionChecker, run)
 }
 

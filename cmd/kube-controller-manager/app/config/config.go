@@ -39,6 +39,11 @@ type Config struct {
 
 	// ControllerShutdownTimeout bounds how long controllers get to stop.
 	ControllerShutdownTimeout time.Duration
+
+	// LeaderElectSharded shares controllers among replicas, a Lease each.
+	LeaderElectSharded bool
+	// ShardedWarmStandby fills every enabled controller's caches at start.
+	ShardedWarmStandby bool
 }
 
 // CompletedConfig is a Config that Complete has filled in.

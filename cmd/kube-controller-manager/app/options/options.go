@@ -91,6 +91,9 @@ type KubeControllerManagerOptions struct {
 
 	ControllerShutdownTimeout time.Duration
 
+	// Sharded holds the flags of active-active replicas (ours, opt-in).
+	Sharded *ShardedOptions
+
 	// ComponentGlobalsRegistry holds the effective version and feature gate.
 	// Call its Set() right after flags are parsed (PersistentPreRunE): that
 	// applies --emulated-version, --min-compatibility-version and
@@ -146,6 +149,7 @@ func NewKubeControllerManagerOptions() (*KubeControllerManagerOptions, error) {
 		Logs:           logs.NewOptions(),
 
 		ControllerShutdownTimeout: DefaultControllerShutdownTimeout,
+		Sharded:                   NewShardedOptions(),
 		ComponentGlobalsRegistry:  componentGlobalsRegistry,
 	}
 
@@ -218,6 +222,7 @@ func (s *KubeControllerManagerOptions) Flags(allControllers []string, disabledBy
 	generic := fss.FlagSet("generic")
 	generic.DurationVar(&s.ControllerShutdownTimeout, "controller-shutdown-timeout", s.ControllerShutdownTimeout,
 		"How long to wait for controllers to stop before the process exits")
+	s.Sharded.AddFlags(generic)
 	// Adds --feature-gates, --emulated-version and --min-compatibility-version.
 	s.ComponentGlobalsRegistry.AddFlags(generic)
 
@@ -235,6 +240,7 @@ func (s *KubeControllerManagerOptions) Validate(allControllers []string, disable
 	}
 	errs = append(errs, s.ComponentGlobalsRegistry.Validate()...)
 	errs = append(errs, s.Generic.Validate(allControllers, disabledByDefaultControllers, controllerAliases)...)
+	errs = append(errs, s.Sharded.Validate(s.Generic.LeaderElection.LeaderElect)...)
 	errs = append(errs, s.KubeCloudShared.Validate()...)
 	errs = append(errs, s.AttachDetachController.Validate()...)
 	errs = append(errs, s.CSRSigningController.Validate()...)
@@ -334,6 +340,8 @@ func (s *KubeControllerManagerOptions) ApplyTo(c *kcmappconfig.Config, allContro
 		}
 	}
 	c.ControllerShutdownTimeout = s.ControllerShutdownTimeout
+	c.LeaderElectSharded = s.Sharded.Enabled
+	c.ShardedWarmStandby = s.Sharded.WarmStandby
 	return nil
 }
 

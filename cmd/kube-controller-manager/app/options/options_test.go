@@ -410,3 +410,21 @@ func TestNewKubeEffectiveVersion(t *testing.T) {
 		t.Errorf("min compatibility version %s", got)
 	}
 }
+
+func TestShardedNeedsLeaderElect(t *testing.T) {
+	o := NewShardedOptions()
+	if o.Enabled || !o.WarmStandby {
+		t.Errorf("defaults: %+v, want off with warm standby", o)
+	}
+	if errs := o.Validate(false); len(errs) != 0 {
+		t.Errorf("off: %v", errs)
+	}
+	o.Enabled = true
+	if errs := o.Validate(true); len(errs) != 0 {
+		t.Errorf("with --leader-elect: %v", errs)
+	}
+	errs := o.Validate(false)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--leader-elect-sharded requires --leader-elect") {
+		t.Errorf("without --leader-elect: %v", errs)
+	}
+}

@@ -116,6 +116,13 @@ var deprecatedHidden = map[string]string{
 // The app adds these itself (cobra help, verflag).
 var appFlags = map[string]bool{"help": true, "version": true}
 
+// ownFlags are this project's opt-in flags (README, "Differences from
+// upstream"), with their section.
+var ownFlags = map[string]string{
+	"leader-elect-sharded":              "generic",
+	"leader-elect-sharded-warm-standby": "generic",
+}
+
 func newFlags(t *testing.T) (*KubeControllerManagerOptions, cliflag.NamedFlagSets) {
 	t.Helper()
 	s, err := NewKubeControllerManagerOptions()
@@ -175,6 +182,12 @@ func TestFlagsMatchReference(t *testing.T) {
 	var extra []string
 	for name, g := range got {
 		if want[name] {
+			continue
+		}
+		if section, ok := ownFlags[name]; ok {
+			if g.section != section {
+				t.Errorf("--%s in %q, want %q", name, g.section, section)
+			}
 			continue
 		}
 		if section, ok := deprecatedHidden[name]; ok {

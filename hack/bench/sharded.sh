@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Active-active bench: the same rollout of one Deployment of N pods on a fresh
+# hack/local-up.sh cluster (kwok nodes), three ways:
+#   ours-1      one replica of ours (no kill: the baseline)
+#   ours-3      three --leader-elect-sharded replicas; the one running the
+#               ReplicaSet controller is killed with SIGKILL a third of the way in
+#   upstream-2  upstream's active/passive pair; the leader is killed likewise
+# Reports per replica CPU seconds and peak RSS, the seconds to roll out, and
+# the longest pause between two pod creations (around the kill).
+# The table goes to stdout and ${BENCH_DIR}/sharded.md.
+#
+#   hack/bench/sharded.sh                    # N=1000
+#   BENCH_PODS=200 hack/bench/sharded.sh     # quick
+#
+# Environment: BENCH_PODS (1000), BENCH_TIMEOUT (900 s per wait),
+# BENCH_ONLY (all | ours-1 | ours-3 | upstream-2), BENCH_DIR (_output/bench).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN="${ROOT}/_output/bin"
+PODS="${BENCH_PODS:-1000}"
+TIMEOUT="${BENCH_TIMEOUT:-900}"
+ONLY="${BENCH_ONLY:-all}"
+OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
+NODES=$(( (PODS + 99) / 100 + 1 ))
+NS=bench
+log() { echo "+++ [bench-sharded $(date -u +%H:%M:%S)] $*" >&2; }
+now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+[[ "${PODS}" =~ ^[1-9][0-9]*$ ]] || { log "BENCH_PODS must be a positive number"; exit 2; }
+case "${ONLY}" in all|ours-1|ours-3|upstream-2) ;; *) log "BENCH_ONLY must be all, ours-1, ours-3 or upstream-2"; exit 2;; esac
+
+"${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
+[[ -x "${BIN}/kube-controller-manager" ]] || (cd "${ROOT}" && make build)
+mkdir -p "${OUT}"
+
+CLUSTER_PID="" WATCH_PID=""
+stop_cluster() {
+  [[ -n "${WATCH_PID}" ]] && { kill "${WATCH_PID}" 2>/dev/null || true; WATCH_PID=""; }
+  local pid=${CLUSTER_PID}
+  [[ -n "${pid}" ]] || return 0
+  CLUSTER_PID=""
+  kill -TERM "${pid}" 2>/dev/null || true
+  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "${pid}" 2>/dev/null || true
+  wait "${pid}" 2>/dev/null || true
+}
+trap stop_cluster EXIT
+trap 'stop_cluster; exit 130' INT TERM
+
+cpu_secs() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read(); f=f[f.rindex(")")+2:].split(); print(f"{(int(f[11])+int(f[12]))/os.sysconf(\"SC_CLK_TCK\"):.2f}")' "$1"; }
+hwm_mib() { awk '/^VmHWM:/ {printf "%.0f\n", $2/1024}' "/proc/$1/status"; }
+poll() {
+  local what=$1 secs=$2 deadline; shift 2
+  deadline=$(( SECONDS + secs ))
+  while (( SECONDS < deadline )); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  log "timed out after ${secs}s waiting for ${what}"; return 1
+}
+
+# run_one NAME BINARY REPLICAS SHARDED KILL
+run_one() {
+  local name=$1 binary=$2 replicas=$3 sharded=$4 kill=$5
+  local dir="${OUT}/sharded-${name}"
+  rm -rf "${dir}"; mkdir -p "${dir}"
+  log "[${name}] starting a cluster with ${NODES} kwok nodes and ${replicas} x ${binary##*/}"
+  KCM_LOCAL_DIR="${dir}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" KCM_LOCAL_NODES="${NODES}" \
+    KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="$(free_port)" \
+    KCM_LOCAL_REPLICAS="${replicas}" KCM_LOCAL_SHARDED="${sharded}" \
+    "${ROOT}/hack/local-up.sh" >"${dir}/local-up.log" 2>&1 &
+  CLUSTER_PID=$!
+  if ! poll "the cluster" 300 grep -q '^Local cluster is up' "${dir}/local-up.log"; then
+    tail -20 "${dir}/local-up.log" >&2 || true; return 1
+  fi
+  local -A pids=()
+  local n p
+  while read -r n p; do pids[$n]=$p; done < <(sed -n 's/.*started \(kube-controller-manager[-0-9]*\) (pid \([0-9]*\)).*/\1 \2/p' "${dir}/local-up.log")
+  local K=("${BIN}/kubectl" --kubeconfig="${dir}/cluster/kubeconfig")
+  if [[ "${sharded}" == true ]]; then
+    poll "every controller lease held" 180 bash -c '! "$@" -n kube-system get leases -o jsonpath="{range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}" | grep -E "^kube-controller-manager-[a-z-]*controller=$" && "$@" -n kube-system get lease kube-controller-manager-replicaset-controller' _ "${K[@]}" || return 1
+    sleep 20 # let the replicas settle on their shares
+  fi
+  "${K[@]}" create namespace "${NS}" >/dev/null
+  poll "the default ServiceAccount" 120 "${K[@]}" -n "${NS}" get serviceaccount default || return 1
+
+  # Pod creations, time-stamped as the watch sees them.
+  "${K[@]}" -n "${NS}" get pods --watch-only --output-watch-events -o jsonpath='{.type} {.object.metadata.name}{"\n"}' \
+    | python3 -u -c 'import sys,time
+for l in sys.stdin: print(f"{time.time():.3f} {l.strip()}", flush=True)' > "${dir}/pod-events.txt" &
+  WATCH_PID=$!
+  sleep 1
+  local -A cpu0=()
+  for n in "${!pids[@]}"; do cpu0[$n]=$(cpu_secs "${pids[$n]}"); done
+  local t0 t1 killed_at="" victim=""
+  t0=$(now)
+  "${K[@]}" -n "${NS}" create deployment web --image=registry.k8s.io/pause:3.10 --replicas="${PODS}" >/dev/null
+  if [[ "${kill}" == true ]]; then
+    poll "a third of the pods" "${TIMEOUT}" bash -c '(( $(grep -c " ADDED " "$0") >= '"$(( PODS / 3 ))"' ))' "${dir}/pod-events.txt" || return 1
+    local who
+    if [[ "${sharded}" == true ]]; then
+      who=$("${K[@]}" -n kube-system get lease kube-controller-manager-replicaset-controller -o jsonpath='{.spec.holderIdentity}')
+    else
+      who=$("${K[@]}" -n kube-system get lease kube-controller-manager -o jsonpath='{.spec.holderIdentity}')
+    fi
+    victim=$(grep -l -F "${who}" "${dir}"/cluster/logs/kube-controller-manager*.log | head -1 | xargs -r basename | sed 's/\.log$//')
+    [[ -n "${victim}" && -n "${pids[${victim}]:-}" ]] || { log "[${name}] cannot tell which process is ${who}"; return 1; }
+    killed_at=$(now)
+    cpu0[${victim}]="killed"
+    kill -KILL "${pids[${victim}]}"
+    log "[${name}] killed ${victim} (${who}) at $(( $(grep -c " ADDED " "${dir}/pod-events.txt") )) pods"
+  fi
+  # shellcheck disable=SC2016
+  poll "${PODS} available" "${TIMEOUT}" bash -c '[[ $("$@" -n '"${NS}"' get deployment web -o jsonpath="{.status.availableReplicas}") == '"${PODS}"' ]]' _ "${K[@]}" || return 1
+  t1=$(now)
+  local rows=""
+  for n in $(printf '%s\n' "${!pids[@]}" | sort); do
+    if [[ "${cpu0[$n]}" == killed ]]; then
+      rows+="${n}=killed "
+    else
+      rows+="${n}=$(python3 -c "print(f'{$(cpu_secs "${pids[$n]}") - ${cpu0[$n]}:.1f}')")s/$(hwm_mib "${pids[$n]}")MiB "
+    fi
+  done
+  local pause
+  pause=$(python3 - "${dir}/pod-events.txt" "${killed_at:-0}" <<'PY'
+import sys
+ts = [float(l.split()[0]) for l in open(sys.argv[1]) if " ADDED " in l]
+killed = float(sys.argv[2])
+gaps = [(b - a, a) for a, b in zip(ts, ts[1:])]
+if not gaps:
+    print("n/a"); sys.exit()
+g, at = max(gaps)
+where = f", {at - killed:+.1f}s from the kill" if killed else ""
+print(f"{g:.1f}s{where}")
+PY
+)
+  local created
+  created=$(grep -c " ADDED " "${dir}/pod-events.txt" || true)
+  stop_cluster
+  echo "| ${name} | $(python3 -c "print(f'{${t1} - ${t0}:.1f}')") | ${pause} | ${created} | ${rows}|" >> "${OUT}/sharded-rows.md"
+  log "[${name}] done: $(tail -1 "${OUT}/sharded-rows.md")"
+}
+
+rm -f "${OUT}/sharded-rows.md"
+[[ "${ONLY}" == all || "${ONLY}" == ours-1 ]] && run_one ours-1 "${BIN}/kube-controller-manager" 1 false false
+[[ "${ONLY}" == all || "${ONLY}" == ours-3 ]] && run_one ours-3 "${BIN}/kube-controller-manager" 3 true true
+[[ "${ONLY}" == all || "${ONLY}" == upstream-2 ]] && run_one upstream-2 "${BIN}/kube-controller-manager-upstream" 2 false true
+{
+  echo "# Active-active bench: one Deployment of ${PODS} pods, ${NODES} kwok nodes, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  echo "| setup | seconds to roll out | longest pause between pod creations | pods created | per replica: CPU seconds over the rollout / peak RSS |"
+  echo "|---|---:|---|---:|---|"
+  cat "${OUT}/sharded-rows.md"
+} | tee "${OUT}/sharded.md"
