@@ -78,8 +78,8 @@ func kubeadmFiles(t *testing.T, cp *framework.ControlPlane) map[string]string {
 		t.Fatal(err)
 	}
 	return map[string]string{
-		"/etc/ssl/certs":                         certs,
-		"/etc/kubernetes/pki":                    pki,
+		"/etc/ssl/certs":                          certs,
+		"/etc/kubernetes/pki":                     pki,
 		"/etc/kubernetes/controller-manager.conf": conf,
 	}
 }

@@ -103,7 +103,9 @@ func FuzzSyncDecodedDeployment(f *testing.F) {
 		s, u := intstr.FromInt32(-3), intstr.FromInt32(0)
 		d.Spec.Strategy.RollingUpdate = &apps.RollingUpdateDeployment{MaxSurge: &s, MaxUnavailable: &u}
 	})
-	seed(func(d *apps.Deployment) { d.Spec.Strategy = apps.DeploymentStrategy{Type: apps.RecreateDeploymentStrategyType} })
+	seed(func(d *apps.Deployment) {
+		d.Spec.Strategy = apps.DeploymentStrategy{Type: apps.RecreateDeploymentStrategyType}
+	})
 	seed(func(d *apps.Deployment) { d.Spec.Strategy = apps.DeploymentStrategy{Type: "Other"} })
 	seed(func(d *apps.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](-1) })
 	seed(func(d *apps.Deployment) {
