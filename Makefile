@@ -34,7 +34,7 @@ install-test-binaries:
 ## test: unit tests (with -race) and integration tests against a real etcd + kube-apiserver.
 test: test-unit test-conformance-runner test-integration test-e2e
 
-test-unit:
+test-unit: prereq-cc
 	go test -race -count=1 $(UNIT_PKGS)
 	cd $(STAGING) && go test -race -count=1 ./...
 
@@ -43,15 +43,16 @@ test-integration: install-test-binaries
 
 ## test-e2e: the built binary against a real control plane (flags, leader election,
 ## serving, and the swap test against upstream's binary built from the pinned module).
-test-e2e: build
+## It also runs the image (make image; Docker needed) as cluster/manifests/kube-controller-manager.yaml says.
+test-e2e: build image
 	hack/install-test-binaries.sh etcd kube-apiserver kube-controller-manager-upstream
-	KCM_BINARY=$(BIN_DIR)/kube-controller-manager go test -count=1 -timeout 15m ./test/e2e/...
+	KCM_IMAGE=$(IMAGE):$(IMAGE_TAG) KCM_BINARY=$(BIN_DIR)/kube-controller-manager go test -count=1 -timeout 30m ./test/e2e/...
 
 verify:
 	hack/verify.sh
 
 ## run: a local cluster (etcd, kube-apiserver, kube-scheduler, kwok nodes) with our binary.
-run: build
+run: prereq-tools build
 	hack/local-up.sh
 
 ## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed, compared with upstream KCM's
@@ -85,3 +86,70 @@ bench:
 # Ours built the way hack/install-test-binaries.sh builds upstream's, for the bench.
 bench-build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $(BIN_DIR)/kube-controller-manager-bench ./cmd/kube-controller-manager
+
+## Machine prerequisites: each check fails with one line naming what is missing.
+.PHONY: prereq-go prereq-cc prereq-tools prereq-docker
+prereq-go:
+	@command -v go >/dev/null 2>&1 || { echo "missing prerequisite: go (Go 1.26, https://go.dev/dl)" >&2; exit 1; }
+prereq-cc: prereq-go
+	@cc=$$(go env CC); command -v "$${cc%% *}" >/dev/null 2>&1 || { echo "missing prerequisite: a C compiler ($$cc) for go test -race (apt-get install gcc)" >&2; exit 1; }
+prereq-tools:
+	@for t in curl openssl python3; do command -v $$t >/dev/null 2>&1 || { echo "missing prerequisite: $$t (used by hack/local-up.sh)" >&2; exit 1; }; done
+prereq-docker:
+	@command -v docker >/dev/null 2>&1 || { echo "missing prerequisite: docker (image and multi-node tests; or make image IMAGE_TOOL=go)" >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "missing prerequisite: a reachable Docker engine (docker info fails; is dockerd running, may this user use it?)" >&2; exit 1; }
+
+## image: the container image (IMAGE:IMAGE_TAG) of a static build, FROM scratch, with the
+## Docker engine; IMAGE_TOOL=go builds it with go-containerregistry instead (no engine:
+## _output/image/kube-controller-manager.tar for docker load, and an OCI layout in _output/image/oci),
+## loaded into Docker when an engine is reachable.
+IMAGE      ?= kcmclone/kube-controller-manager
+IMAGE_TAG  ?= $(KUBE_VERSION)
+IMAGE_TOOL ?= docker
+IMAGE_DIR  := $(CURDIR)/_output/image
+IMAGE_SRC  := cluster/images/kube-controller-manager
+.PHONY: image image-rootfs
+image-rootfs: prereq-go
+	rm -rf $(IMAGE_DIR)/rootfs
+	mkdir -p $(IMAGE_DIR)/rootfs/usr/local/bin $(IMAGE_DIR)/rootfs/tmp
+	chmod 1777 $(IMAGE_DIR)/rootfs/tmp
+	cp -R $(IMAGE_SRC)/rootfs/. $(IMAGE_DIR)/rootfs/
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS) -s -w' \
+		-o $(IMAGE_DIR)/rootfs/usr/local/bin/kube-controller-manager ./cmd/kube-controller-manager
+
+ifeq ($(IMAGE_TOOL),go)
+image: image-rootfs
+	cd hack/tools/image && go run . -rootfs $(IMAGE_DIR)/rootfs -tag $(IMAGE):$(IMAGE_TAG) \
+		-o $(IMAGE_DIR)/kube-controller-manager.tar -oci-layout $(IMAGE_DIR)/oci \
+		-entrypoint /usr/local/bin/kube-controller-manager -user 0:0 -created $(BUILD_DATE) \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		-label org.opencontainers.image.title=kube-controller-manager \
+		-label "org.opencontainers.image.description=Drop-in replacement for upstream kube-controller-manager" \
+		-label org.opencontainers.image.version=$(KUBE_VERSION) -label org.opencontainers.image.revision=$(GIT_COMMIT)
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then docker load -i $(IMAGE_DIR)/kube-controller-manager.tar; \
+	else echo "wrote $(IMAGE_DIR)/kube-controller-manager.tar (docker load -i it) and $(IMAGE_DIR)/oci"; fi
+else ifeq ($(IMAGE_TOOL),docker)
+image: prereq-docker image-rootfs
+	docker build -f $(IMAGE_SRC)/Dockerfile --build-arg VERSION=$(KUBE_VERSION) --build-arg REVISION=$(GIT_COMMIT) \
+		-t $(IMAGE):$(IMAGE_TAG) $(IMAGE_DIR)
+else
+image:
+	@echo "IMAGE_TOOL must be docker or go, not $(IMAGE_TOOL)" >&2; exit 1
+endif
+
+## fuzz: each fuzz target for FUZZTIME (default 1m; .ci/run uses 10s), one after another.
+FUZZTIME ?= 1m
+FUZZ_TARGETS := \
+	./cmd/kube-controller-manager/app/options:FuzzFlags \
+	./pkg/controller/deployment:FuzzSelectorWithLabel \
+	./pkg/controller/deployment:FuzzSyncDecodedDeployment \
+	./pkg/controller/cronjob:FuzzScheduleHandling \
+	./pkg/controller/nodeipam/ipam/cidrset:FuzzCIDRSet
+.PHONY: fuzz
+fuzz: prereq-go
+	@mkdir -p _output
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "+++ fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -parallel 2 $$pkg > _output/fuzz-$$fn.log 2>&1 || \
+		{ grep -v '^\s*sync.go:' _output/fuzz-$$fn.log | tail -n 40; echo "fuzz $$fn failed: see _output/fuzz-$$fn.log and $$pkg/testdata/fuzz/$$fn" >&2; exit 1; }; \
+	done

@@ -31,7 +31,15 @@ log() { echo "+++ [local-up] $*" >&2; }
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok
 [[ -x "${BIN}/kube-controller-manager" ]] || (cd "${ROOT}" && make build)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+# free_ports N: N distinct free loopback ports, all bound at once before any
+# is closed (two picks in a row can otherwise get the same port).
+free_ports() {
+  python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1",0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))
+for s in ss: s.close()' "$1"
+}
 
 rm -rf "${DIR}"
 mkdir -p "${DIR}/logs" "${DIR}/certs"
@@ -70,13 +78,28 @@ wait_for() { # what, seconds, command...
   log "timed out waiting for ${what}"; exit 1
 }
 
-# etcd
-ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
-start etcd "${BIN}/etcd" --data-dir="${DIR}/etcd" \
-  --listen-client-urls="http://127.0.0.1:${ETCD_PORT}" --advertise-client-urls="http://127.0.0.1:${ETCD_PORT}" \
-  --listen-peer-urls="http://127.0.0.1:${ETCD_PEER}" --initial-advertise-peer-urls="http://127.0.0.1:${ETCD_PEER}" \
-  --initial-cluster="default=http://127.0.0.1:${ETCD_PEER}" --log-level=warn
-wait_for etcd 30 curl -sf "http://127.0.0.1:${ETCD_PORT}/health"
+# etcd, on two distinct ports; picked again if something took one before
+# etcd bound it.
+for attempt in 1 2 3; do
+  read -r ETCD_PORT ETCD_PEER < <(free_ports 2)
+  rm -rf "${DIR}/etcd"
+  start etcd "${BIN}/etcd" --data-dir="${DIR}/etcd" \
+    --listen-client-urls="http://127.0.0.1:${ETCD_PORT}" --advertise-client-urls="http://127.0.0.1:${ETCD_PORT}" \
+    --listen-peer-urls="http://127.0.0.1:${ETCD_PEER}" --initial-advertise-peer-urls="http://127.0.0.1:${ETCD_PEER}" \
+    --initial-cluster="default=http://127.0.0.1:${ETCD_PEER}" --log-level=warn
+  for _ in $(seq 1 150); do
+    curl -sf "http://127.0.0.1:${ETCD_PORT}/health" >/dev/null 2>&1 && break
+    kill -0 "${PIDS[-1]}" 2>/dev/null || break
+    sleep 0.2
+  done
+  if curl -sf "http://127.0.0.1:${ETCD_PORT}/health" >/dev/null 2>&1; then break; fi
+  if [[ ${attempt} -lt 3 ]] && ! kill -0 "${PIDS[-1]}" 2>/dev/null && grep -q "address already in use" "${DIR}/logs/etcd.log"; then
+    log "etcd lost its port to another process; picking new ports"
+    unset 'PIDS[-1]'; PIDS=("${PIDS[@]}")
+    continue
+  fi
+  log "etcd did not become healthy; see ${DIR}/logs/etcd.log"; exit 1
+done
 
 # kube-apiserver: static admin token, RBAC, service account signing key.
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -112,9 +135,10 @@ KCFG
 KUBECTL=("${BIN}/kubectl" --kubeconfig="${KUBECONFIG_FILE}")
 wait_for kube-apiserver 90 "${KUBECTL[@]}" get --raw /readyz
 
+read -r SCHED_PORT EXTRA_KCM_PORT < <(free_ports 2)
 start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
   --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
-  --bind-address=127.0.0.1 --secure-port="$(free_port)" --leader-elect=false
+  --bind-address=127.0.0.1 --secure-port="${SCHED_PORT}" --leader-elect=false
 
 # kwok's settings (node Leases) and stages: upstream's for nodes and pod
 # deletion, ours (hack/kwok) for how pods start and how Job pods finish.
@@ -170,7 +194,7 @@ done
 if [[ -n "${KCM_LOCAL_EXTRA_KCM_BINARY:-}" ]]; then
   # shellcheck disable=SC2086
   start kube-controller-manager-extra "${KCM_LOCAL_EXTRA_KCM_BINARY}" "${KCM_COMMON[@]}" \
-    --secure-port="$(free_port)" --cert-dir="${DIR}/kcm-extra-certs" \
+    --secure-port="${EXTRA_KCM_PORT}" --cert-dir="${DIR}/kcm-extra-certs" \
     --leader-elect-resource-name=kube-controller-manager-extra ${KCM_LOCAL_EXTRA_KCM_FLAGS:-}
 fi
 

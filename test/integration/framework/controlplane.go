@@ -88,14 +88,75 @@ func binary(name string) (string, error) {
 	return p, nil
 }
 
-// FreePort asks the kernel for an unused loopback port.
+// handedOut remembers every port this process has been given, so two
+// picks in a row never return the same port (the kernel may hand out a
+// just-closed port again).
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// FreePort asks the kernel for an unused loopback port that this process
+// has not been given before. The port is free when returned, but nothing
+// holds it: prefer ReservePorts when the caller starts the listener itself.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := ReservePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	r.Release()
+	return r.Ports[0], nil
+}
+
+// Reservation holds listeners on distinct free loopback ports until
+// Release, so nothing else can take them while a command line is built.
+type Reservation struct {
+	Ports     []int
+	listeners []net.Listener
+}
+
+// ReservePorts binds n distinct loopback ports (none handed out earlier in
+// this process) and keeps them bound until Release.
+func ReservePorts(n int) (*Reservation, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	r := &Reservation{}
+	var skipped []net.Listener
+	defer func() {
+		for _, l := range skipped {
+			_ = l.Close()
+		}
+	}()
+	for len(r.Ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.Release()
+			return nil, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if handedOut[port] {
+			// Keep it bound until done so the kernel offers another.
+			skipped = append(skipped, l)
+			if len(skipped) > 1000 {
+				r.Release()
+				return nil, errors.New("no unused loopback port left")
+			}
+			continue
+		}
+		handedOut[port] = true
+		r.Ports = append(r.Ports, port)
+		r.listeners = append(r.listeners, l)
+	}
+	return r, nil
+}
+
+// Release closes the listeners; call it right before starting the process
+// that binds the ports.
+func (r *Reservation) Release() {
+	for _, l := range r.listeners {
+		_ = l.Close()
+	}
+	r.listeners = nil
 }
 
 func randomToken() string {
@@ -144,10 +205,22 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	if err := os.WriteFile(tokenFile, []byte(tokens), 0o600); err != nil {
 		return err
 	}
-	port, err := FreePort()
+	for attempt := 1; ; attempt++ {
+		err := cp.startAPIServer(ctx, apiserverBin, etcdURL, tokenFile)
+		if err == nil || attempt == 3 || !cp.lostPortRace("kube-apiserver") {
+			return err
+		}
+	}
+}
+
+// startAPIServer starts kube-apiserver on a reserved port and waits until
+// it is ready.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, apiserverBin, etcdURL, tokenFile string) error {
+	ports, err := ReservePorts(1)
 	if err != nil {
 		return err
 	}
+	port := ports.Ports[0]
 	certDir := filepath.Join(cp.Dir, "apiserver-certs")
 	args := []string{
 		"--etcd-servers=" + etcdURL,
@@ -169,6 +242,7 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 		"--enable-priority-and-fairness=false",
 		"--storage-media-type=application/vnd.kubernetes.protobuf",
 	}
+	ports.Release()
 	if err := cp.spawn(ctx, "kube-apiserver", apiserverBin, args); err != nil {
 		return err
 	}
@@ -187,17 +261,25 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	return cp.waitReady(ctx, "/readyz", 90*time.Second)
 }
 
+// startEtcd starts etcd on two reserved ports, and again on new ones if
+// something took a port between the reservation's release and etcd's bind.
 func (cp *ControlPlane) startEtcd(ctx context.Context, bin string) (string, error) {
-	clientPort, err := FreePort()
+	for attempt := 1; ; attempt++ {
+		url, err := cp.startEtcdOnce(ctx, bin)
+		if err == nil || attempt == 3 || !cp.lostPortRace("etcd") {
+			return url, err
+		}
+		_ = os.RemoveAll(filepath.Join(cp.Dir, "etcd"))
+	}
+}
+
+func (cp *ControlPlane) startEtcdOnce(ctx context.Context, bin string) (string, error) {
+	ports, err := ReservePorts(2)
 	if err != nil {
 		return "", err
 	}
-	peerPort, err := FreePort()
-	if err != nil {
-		return "", err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports.Ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports.Ports[1])
 	args := []string{
 		"--data-dir=" + filepath.Join(cp.Dir, "etcd"),
 		"--listen-client-urls=" + clientURL,
@@ -209,6 +291,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, bin string) (string, erro
 		"--unsafe-no-fsync",
 		"--log-level=warn",
 	}
+	ports.Release()
 	if err := cp.spawn(ctx, "etcd", bin, args); err != nil {
 		return "", err
 	}
@@ -227,6 +310,28 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, bin string) (string, erro
 		time.Sleep(100 * time.Millisecond)
 	}
 	return "", fmt.Errorf("etcd did not become healthy in 30s; see %s", cp.logPath("etcd"))
+}
+
+// lostPortRace reports whether the last child, name, exited because its
+// port was taken; if so it is forgotten so the caller can start it again.
+func (cp *ControlPlane) lostPortRace(name string) bool {
+	if len(cp.procs) == 0 {
+		return false
+	}
+	last := cp.procs[len(cp.procs)-1]
+	if last.name != name {
+		return false
+	}
+	select {
+	case <-last.done:
+	default:
+		return false
+	}
+	if !strings.Contains(cp.Logs(name, 1<<16), "address already in use") {
+		return false
+	}
+	cp.procs = cp.procs[:len(cp.procs)-1]
+	return true
 }
 
 func (cp *ControlPlane) logPath(name string) string { return filepath.Join(cp.Dir, name+".log") }
