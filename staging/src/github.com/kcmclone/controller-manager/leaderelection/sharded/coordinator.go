@@ -476,10 +476,10 @@ func (c *Coordinator) stopUnit(_ context.Context, ur *unitRun, wait bool) bool {
 	stopRun, runDone, stop, done := ur.stopRun, ur.runDone, ur.stop, ur.done
 	ur.mu.Unlock()
 
-	switch {
-	case state == campaigning:
+	switch state {
+	case campaigning:
 		stop()
-	case state == leading:
+	case leading:
 		stopRun()
 		// The Lease is renewed until the unit has returned.
 		go func() {
