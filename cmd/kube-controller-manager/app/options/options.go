@@ -3,6 +3,7 @@
 package options
 
 import (
+	"k8s.io/apiserver/pkg/server/flagz"
 	"context"
 	"fmt"
 	"net"
@@ -379,6 +380,10 @@ func (s KubeControllerManagerOptions) Config(ctx context.Context, allControllers
 		EventBroadcaster:          eventBroadcaster,
 		EventRecorder:             eventRecorder,
 		ControllerShutdownTimeout: s.ControllerShutdownTimeout,
+		ComponentGlobalsRegistry:  s.ComponentGlobalsRegistry,
+	}
+	if s.flagSets != nil {
+		c.Flagz = flagz.NamedFlagSetsReader{FlagSets: *s.flagSets}
 	}
 	if err := s.ApplyTo(c, allControllers, disabledByDefaultControllers, controllerAliases); err != nil {
 		eventBroadcaster.Shutdown()
