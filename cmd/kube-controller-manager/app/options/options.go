@@ -3,7 +3,6 @@
 package options
 
 import (
-	"k8s.io/apiserver/pkg/server/flagz"
 	"context"
 	"fmt"
 	"net"
@@ -11,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/server/flagz"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientset "k8s.io/client-go/kubernetes"
