@@ -1,9 +1,12 @@
 package app
 
 import (
+	_ "k8s.io/apiserver/pkg/cel/metrics" // apiserver_cel_*_duration_seconds
 	"k8s.io/client-go/tools/cache"
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/component-base/metrics/prometheus/version" // kubernetes_build_info
 	"k8s.io/klog/v2"
@@ -38,4 +41,28 @@ func reserveInformerName(logger klog.Logger) *cache.InformerName {
 		return nil
 	}
 	return n
+}
+
+// Upstream's binary links the aggregator's serving code, which registers
+// these two counters; nothing here proxies to aggregated servers, so they
+// stay 0, but dashboards and alerts written against upstream find them.
+var (
+	aggregatorX509MissingSAN = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "apiserver",
+		Subsystem:      "kube_aggregator",
+		Name:           "x509_missing_san_total",
+		Help:           "Requests to, or failed connections with, servers whose serving certificate lacks the SAN extension.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	aggregatorX509InsecureSHA1 = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "apiserver",
+		Subsystem:      "kube_aggregator",
+		Name:           "x509_insecure_sha1_total",
+		Help:           "Requests to, or failed connections with, servers whose serving certificate is signed with SHA1.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+func init() {
+	legacyregistry.MustRegister(aggregatorX509MissingSAN, aggregatorX509InsecureSHA1)
 }
