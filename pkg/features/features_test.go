@@ -72,6 +72,7 @@ func TestDefaultsAt137(t *testing.T) {
 		{GenericWorkload, false, featuregate.FeatureSpec{PreRelease: featuregate.Beta}, false},
 		{SELinuxChangePolicy, true, featuregate.FeatureSpec{PreRelease: featuregate.GA}, true},
 		{DRAResourcePoolStatus, false, featuregate.FeatureSpec{PreRelease: featuregate.Alpha}, false},
+		{ControllerManagerReleaseLeaderElectionLockOnExit, false, featuregate.FeatureSpec{PreRelease: featuregate.Alpha}, false},
 	}
 	for _, tc := range cases {
 		spec, ok := all[tc.name]

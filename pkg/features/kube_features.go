@@ -36,6 +36,7 @@ const (
 	ClusterTrustBundleProjection                         featuregate.Feature = "ClusterTrustBundleProjection"
 	CompositePodGroup                                    featuregate.Feature = "CompositePodGroup"
 	ContainerCheckpoint                                  featuregate.Feature = "ContainerCheckpoint"
+	ControllerManagerReleaseLeaderElectionLockOnExit     featuregate.Feature = "ControllerManagerReleaseLeaderElectionLockOnExit"
 	ContainerRestartRules                                featuregate.Feature = "ContainerRestartRules"
 	ContainerStopSignals                                 featuregate.Feature = "ContainerStopSignals"
 	CrossNamespaceVolumeDataSource                       featuregate.Feature = "CrossNamespaceVolumeDataSource"
@@ -241,6 +242,7 @@ var kubeFeatureHistory = map[featuregate.Feature]string{
 	ClusterTrustBundleProjection:                         "1.29 Alpha off | 1.33 Beta off | 1.37 GA on",
 	CompositePodGroup:                                    "1.37 Alpha off",
 	ContainerCheckpoint:                                  "1.25 Alpha off | 1.30 Beta on",
+	ControllerManagerReleaseLeaderElectionLockOnExit:     "1.36 Alpha off",
 	ContainerRestartRules:                                "1.34 Alpha off | 1.35 Beta on",
 	ContainerStopSignals:                                 "1.33 Alpha off",
 	CrossNamespaceVolumeDataSource:                       "1.26 Alpha off",

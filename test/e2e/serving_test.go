@@ -100,6 +100,44 @@ func TestSecureServing(t *testing.T) {
 			}
 		}
 	})
+	// /flagz and /statusz sit behind the same delegated authorization as
+	// /metrics: the viewer may read /metrics only, until a role grants them.
+	t.Run("flagz and statusz authorized as metrics", func(t *testing.T) {
+		want := map[string]string{
+			"/flagz":   "replicaset-controller,deployment-controller",
+			"/statusz": "kube-controller-manager statusz",
+		}
+		for path, content := range want {
+			if code, _ := get(t, p.url(path), ""); code != http.StatusUnauthorized && code != http.StatusForbidden {
+				t.Errorf("%s without credentials = %d, want 401 or 403", path, code)
+			}
+			if code, _ := get(t, p.url(path), cp.Tokens[framework.ViewerUser]); code != http.StatusForbidden {
+				t.Errorf("%s for the viewer without a grant = %d, want 403", path, code)
+			}
+			code, body := get(t, p.url(path), cp.Tokens[framework.AdminUser])
+			if code != http.StatusOK || !strings.Contains(body, content) {
+				t.Errorf("%s for admin = %d, want 200 with %q: %s", path, code, content, tail(body, 400))
+			}
+		}
+		zrole := &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "kcm-e2e-zpages-reader"},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/flagz", "/statusz"}, Verbs: []string{"get"}}},
+		}
+		if _, err := c.RbacV1().ClusterRoles().Create(ctx, zrole, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		zbinding := binding.DeepCopy()
+		zbinding.Name, zbinding.RoleRef.Name = zrole.Name, zrole.Name
+		if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, zbinding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for path, content := range want {
+			framework.Eventually(t, 30*time.Second, path+" 200 for the viewer once granted", func(context.Context) (bool, error) {
+				code, body := get(t, p.url(path), cp.Tokens[framework.ViewerUser])
+				return code == http.StatusOK && strings.Contains(body, content), nil
+			})
+		}
+	})
 	t.Run("configz for admin", func(t *testing.T) {
 		code, body := get(t, p.url("/configz"), cp.Tokens[framework.AdminUser])
 		if code != http.StatusOK || !strings.Contains(body, `"kubecontrollermanager.config.k8s.io"`) || !strings.Contains(body, "ConcurrentDeploymentSyncs") {

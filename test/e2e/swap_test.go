@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -140,7 +142,9 @@ func waitSetRolledOut(t *testing.T, c clientset.Interface, ns string) {
 
 // The swap test: a Deployment and a StatefulSet rolled out by upstream's
 // controller manager are taken over by ours with no new ReplicaSet or
-// ControllerRevision and no pod churn, and the reverse. Both then keep managing it (a scale-up adds a pod to the current
+// ControllerRevision and no pod churn, and the reverse. A second
+// StatefulSet's revision was written before today's API defaults (as an
+// older release stored it); neither manager rolls its pod. Both then keep managing it (a scale-up adds a pod to the current
 // ReplicaSet only).
 func TestSwapWithUpstream(t *testing.T) {
 	upstream := upstreamBinary(t)
@@ -158,6 +162,8 @@ func TestSwapWithUpstream(t *testing.T) {
 		defer func() { kcmBinary = saved }()
 		return startKCM(t, args...)
 	}
+
+	legacyRevision := createLegacySet(ctx, t, c, ns)
 
 	// Upstream creates and rolls out the Deployment (two ReplicaSets).
 	up := run(upstream)
@@ -202,11 +208,12 @@ func TestSwapWithUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRolledOut(t, c, ns, 3)
+	waitLegacySet(t, c, ns, legacyRevision)
 	// Let upstream finish trailing writes before it stops.
 	time.Sleep(2 * time.Second)
 	before := takeSnapshot(t, c, ns)
-	if len(before.replicaSets) != 2 || len(before.revisions) != 2 {
-		t.Fatalf("upstream left %d ReplicaSets and %d ControllerRevisions, want 2 and 2", len(before.replicaSets), len(before.revisions))
+	if len(before.replicaSets) != 2 || len(before.revisions) != 3 {
+		t.Fatalf("upstream left %d ReplicaSets and %d ControllerRevisions, want 2 and 3", len(before.replicaSets), len(before.revisions))
 	}
 	up.stop(syscall.SIGTERM, 20*time.Second)
 
@@ -223,13 +230,69 @@ func TestSwapWithUpstream(t *testing.T) {
 	waitRolledOut(t, c, ns, 4)
 	time.Sleep(2 * time.Second)
 	scaled := takeSnapshot(t, c, ns)
-	if len(scaled.replicaSets) != 2 || len(scaled.pods) != 6 {
-		t.Fatalf("after scale-up by ours: %d ReplicaSets, %d pods; want 2, 6 (4 of the Deployment, 2 of the StatefulSet)", len(scaled.replicaSets), len(scaled.pods))
+	if len(scaled.replicaSets) != 2 || len(scaled.pods) != 7 {
+		t.Fatalf("after scale-up by ours: %d ReplicaSets, %d pods; want 2, 7 (4 of the Deployment, 2+1 of the StatefulSets)", len(scaled.replicaSets), len(scaled.pods))
 	}
+	waitLegacySet(t, c, ns, legacyRevision)
 	ours.stop(syscall.SIGTERM, 20*time.Second)
 
 	// And back to upstream: nothing changes either.
 	run(upstream)
 	time.Sleep(8 * time.Second)
 	sameSnapshot(t, "ours -> upstream", scaled, takeSnapshot(t, c, ns))
+}
+
+// createLegacySet makes StatefulSet "legacy" and, as an older release
+// would have stored it, its revision: the template without the fields the
+// API server defaults today (pull policy, termination message, DNS and
+// restart policy, scheduler, security context, grace period). It returns
+// the revision's name.
+func createLegacySet(ctx context.Context, t *testing.T, c clientset.Interface, ns string) string {
+	t.Helper()
+	lbl := map[string]string{"app": "legacy"}
+	set, err := c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "db", Image: "postgres"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hash = "6b8c9d7f5"
+	data := `{"spec":{"template":{"$patch":"replace","metadata":{"labels":{"app":"legacy"}},"spec":{"containers":[{"image":"postgres","name":"db","resources":{}}]}}}}`
+	rev, err := c.AppsV1().ControllerRevisions(ns).Create(ctx, &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            "legacy-" + hash,
+			Labels:          map[string]string{"app": "legacy", appsv1.ControllerRevisionHashLabelKey: hash},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))},
+		},
+		Data:     runtime.RawExtension{Raw: []byte(data)},
+		Revision: 1,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev.Name
+}
+
+// waitLegacySet waits until "legacy" runs one ready pod of revision.
+func waitLegacySet(t *testing.T, c clientset.Interface, ns, revision string) {
+	t.Helper()
+	framework.Eventually(t, 90*time.Second, "StatefulSet legacy on its old revision", func(ctx context.Context) (bool, error) {
+		set, err := c.AppsV1().StatefulSets(ns).Get(ctx, "legacy", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := set.Status
+		if s.UpdateRevision != "" && s.UpdateRevision != revision {
+			return false, fmt.Errorf("a new revision %s was made for the legacy set", s.UpdateRevision)
+		}
+		return s.ObservedGeneration == set.Generation && s.ReadyReplicas == 1 && s.CurrentRevision == revision && s.UpdateRevision == revision, nil
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	cmapp "github.com/kcmclone/controller-manager/app"
@@ -54,6 +55,9 @@ type ControllerContext struct {
 	// wrapFiltered, when set, wraps the factories FilteredInformerFactory
 	// returns (sharded replicas track the handlers added through them).
 	wrapFiltered func(f informers.SharedInformerFactory, namespace, fieldSelector string) informers.SharedInformerFactory
+	// informerName labels the shared factory's informer metrics; released
+	// on shutdown so a later context can take it.
+	informerName *cache.InformerName
 }
 
 // FilteredInformerFactory returns a shared informer factory that sees only
@@ -86,6 +90,7 @@ func (c ControllerContext) ShutdownInformers() {
 	c.InformerFactory.Shutdown()
 	c.MetadataInformerFactory.Shutdown()
 	c.filtered.shutdown()
+	c.informerName.Release()
 }
 
 // IsControllerEnabled applies --controllers to a descriptor.
@@ -123,13 +128,23 @@ func stripManagedFields(obj interface{}) (interface{}, error) {
 
 // CreateControllerContext builds informer factories and discovery, after
 // waiting for the apiserver to be healthy.
-func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, rootClientBuilder, clientBuilder clientbuilder.ControllerClientBuilder) (ControllerContext, error) {
+func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, rootClientBuilder, clientBuilder clientbuilder.ControllerClientBuilder) (_ ControllerContext, err error) {
 	versionedClient, err := rootClientBuilder.Client("shared-informers")
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("failed to create Kubernetes client for %q: %w", "shared-informers", err)
 	}
 	resync := resyncPeriod(c)
-	sharedInformers := informers.NewSharedInformerFactoryWithOptions(versionedClient, resync(), informers.WithTransform(InformerTransform))
+	informerName := reserveInformerName(klog.FromContext(ctx))
+	defer func() {
+		if err != nil {
+			informerName.Release()
+		}
+	}()
+	factoryOpts := []informers.SharedInformerOption{informers.WithTransform(InformerTransform)}
+	if informerName != nil {
+		factoryOpts = append(factoryOpts, informers.WithInformerName(informerName))
+	}
+	sharedInformers := informers.NewSharedInformerFactoryWithOptions(versionedClient, resync(), factoryOpts...)
 	// Events in namespaces being deleted are refused; don't send them.
 	kcmcontroller.SetEventNamespaceLister(sharedInformers.Core().V1().Namespaces().Lister())
 
@@ -163,6 +178,7 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 		InformersStarted:        make(chan struct{}),
 		ResyncPeriod:            resync,
 		filtered:                newFilteredInformers(versionedClient, resync()),
+		informerName:            informerName,
 	}, nil
 }
 
@@ -247,9 +263,12 @@ func enabledControllers(ctx context.Context, cc ControllerContext, descriptors m
 		}
 		return true
 	}
+	// Other controllers may need the tokens this one mints, so it goes first,
+	// and, as upstream, --controllers does not turn it off: only a missing
+	// --service-account-private-key-file does.
 	var out []*ControllerDescriptor
 	for _, d := range descriptors {
-		if d.requiresSpecialHandling && enabled(d) {
+		if d.requiresSpecialHandling && d.Implemented() {
 			out = append(out, d)
 		}
 	}

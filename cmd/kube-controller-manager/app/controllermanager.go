@@ -158,6 +158,7 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 	logger.Info("Starting", "version", utilversion.Get())
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
+	registerComponentMetrics(c)
 	c.EventBroadcaster.StartStructuredLogging(0)
 	c.EventBroadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: c.Client.CoreV1().Events("")})
 	defer c.EventBroadcaster.Shutdown()
@@ -193,6 +194,7 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 			EnableContentionProfiling: c.ComponentConfig.Generic.Debugging.EnableContentionProfiling,
 		}, map[string]http.Handler{"/healthz": health.healthz, "/livez": health.livez, "/readyz": health.readyz})
 		slis.SLIMetricsWithReset{}.Install(unsecuredMux)
+		installZPages(unsecuredMux, c)
 		handler := cmapp.BuildHandlerChain(unsecuredMux, &c.Authorization, &c.Authentication)
 		if _, _, err := c.SecureServing.Serve(handler, 0, ctx.Done()); err != nil {
 			return err

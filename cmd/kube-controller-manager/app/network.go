@@ -36,7 +36,13 @@ func newNodeIPAMController(ctx context.Context, cc ControllerContext, name strin
 	if err != nil {
 		return nil, err
 	}
-	return newControllerLoop(name, c.Run), nil
+	// running_managed_controllers{name="nodeipam"}: upstream sets it for
+	// this controller alone.
+	return newControllerLoop(name, func(ctx context.Context) {
+		managerMetrics.ControllerStarted("nodeipam")
+		defer managerMetrics.ControllerStopped("nodeipam")
+		c.Run(ctx)
+	}), nil
 }
 
 func newServiceCIDRController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {

@@ -81,3 +81,34 @@ func TestBuildControllersRegistersChecks(t *testing.T) {
 		t.Fatalf("healthz body: %s", rec.Body.String())
 	}
 }
+
+// The token controller is built whatever --controllers says, as upstream;
+// its own init decides (a missing signing key skips it).
+func TestBuildControllersIgnoresControllersFlagForTokenController(t *testing.T) {
+	for _, controllers := range [][]string{{"-serviceaccount-token-controller"}, {"a-controller"}, {"*", "-serviceaccount-token-controller"}} {
+		built := map[string]bool{}
+		mk := func(name string, special bool) *ControllerDescriptor {
+			return &ControllerDescriptor{name: name, requiresSpecialHandling: special, init: func(ctx context.Context, cc ControllerContext, n string) (Controller, error) {
+				built[n] = true
+				return newControllerLoop(n, func(context.Context) {}), nil
+			}}
+		}
+		descs := map[string]*ControllerDescriptor{
+			"a-controller":                    mk("a-controller", false),
+			"serviceaccount-token-controller": mk("serviceaccount-token-controller", true),
+		}
+		cfg := kcmconfig.NewDefaultKubeControllerManagerConfiguration()
+		cfg.Generic.Controllers = controllers
+		ctrls, err := BuildControllers(context.Background(), ControllerContext{ComponentConfig: cfg}, descs, nil, &fakeHealth{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !built["serviceaccount-token-controller"] {
+			t.Errorf("--controllers=%v: token controller not built", controllers)
+		}
+		wantA := controllers[0] != "-serviceaccount-token-controller"
+		if built["a-controller"] != wantA || len(ctrls) != len(built) {
+			t.Errorf("--controllers=%v: built %v", controllers, built)
+		}
+	}
+}

@@ -433,6 +433,41 @@ func TestUnexpectedJob(t *testing.T) {
 	}
 }
 
+// The cached CronJob lags: it still lists a Job an earlier sync found
+// missing and lacks the Job it then started. The sync goes on with the
+// apiserver's copy: no second MissingJob event, no second Job for the
+// same schedule, and the status written is the current one.
+func TestLaggingCacheGoesOnWithFreshCronJob(t *testing.T) {
+	cj := newCronJob("c", "0 * * * *", mustTime(t, "2026-01-01T00:30:00Z"))
+	prev, last := mustTime(t, "2026-01-01T00:00:00Z"), mustTime(t, "2026-01-01T01:00:00Z")
+	gone := childJob(t, cj, prev, "")
+	running := childJob(t, cj, last, "")
+	cached := cj.DeepCopy()
+	cached.Status.Active = []corev1.ObjectReference{activeRef(gone)}
+	cached.Status.LastScheduleTime = &metav1.Time{Time: prev}
+
+	f := newFixture(t, last.Add(10*time.Minute), cached, running)
+	current := cached.DeepCopy()
+	current.Status.Active = []corev1.ObjectReference{activeRef(running)}
+	current.Status.LastScheduleTime = &metav1.Time{Time: last}
+	if _, err := f.client.BatchV1().CronJobs(ns).UpdateStatus(context.Background(), current, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.client.ClearActions()
+
+	wantRequeue(t, f.sync(t, "c"), 50*time.Minute+nextScheduleDelta)
+	if ev := f.events(); hasEvent(ev, "Normal MissingJob") || hasEvent(ev, "Warning UnexpectedJob") {
+		t.Errorf("events %v", ev)
+	}
+	if got := f.created(); len(got) != 0 {
+		t.Errorf("created %d Jobs, want none", len(got))
+	}
+	st := f.status(t, "c")
+	if len(st.Active) != 1 || st.Active[0].UID != running.UID || st.LastScheduleTime == nil || !st.LastScheduleTime.Time.Equal(last) {
+		t.Errorf("status %+v", st)
+	}
+}
+
 func TestInvalidScheduleEmitsEventAndDoesNotRequeue(t *testing.T) {
 	for _, tc := range []struct{ schedule, reason string }{
 		{"not a schedule", "Warning UnparseableSchedule"},

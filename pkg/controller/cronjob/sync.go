@@ -90,7 +90,9 @@ func (jm *ControllerV2) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jo
 	updated := false
 
 	children := make(map[types.UID]bool, len(jobs))
-	for _, j := range jobs {
+	refreshed := false
+	for i := 0; i < len(jobs); i++ {
+		j := jobs[i]
 		children[j.UID] = true
 		active := inActiveList(cj, j.UID)
 		finished := isJobFinished(j)
@@ -98,12 +100,20 @@ func (jm *ControllerV2) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jo
 		case !active && !finished:
 			// Our cache of the CronJob may predate the status update that
 			// added this Job; ask the apiserver before complaining.
-			fresh, err := jm.kubeClient.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
-			if err != nil {
-				return nil, updated, err
-			}
-			if inActiveList(fresh, j.UID) {
-				continue
+			if !refreshed {
+				fresh, err := jm.kubeClient.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
+				if err != nil {
+					return nil, updated, err
+				}
+				if inActiveList(fresh, j.UID) {
+					// Go on with the fresh copy, as upstream does, so the
+					// rest of the sync (missing Jobs, the schedule) and the
+					// status write see the current status; the Jobs seen
+					// so far are looked at again against it.
+					*cj = *fresh
+					refreshed, updated, i = true, false, -1
+					continue
+				}
 			}
 			jm.recorder.Eventf(cj, corev1.EventTypeWarning, "UnexpectedJob", "Saw a job that the controller did not create or forgot: %s", j.Name)
 		case finished:

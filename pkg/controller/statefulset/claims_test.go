@@ -126,7 +126,10 @@ func TestClaimOwnerEdgeCases(t *testing.T) {
 	}
 }
 
-func TestWhenDeletedDeleteSetsOwnerAtCreation(t *testing.T) {
+// As upstream, a claim is created without owner references. When the
+// claim is already in the cache once its pod is created, the references
+// are added right then.
+func TestWhenDeletedDeleteSetsOwnerAfterCreation(t *testing.T) {
 	f := newFixture(t, withPolicy(newSet("web", 2), retainPolicy, deletePolicy))
 	f.converge("web")
 	for _, name := range []string{"datadir-web-0", "datadir-web-1"} {
@@ -134,15 +137,46 @@ func TestWhenDeletedDeleteSetsOwnerAtCreation(t *testing.T) {
 			t.Errorf("%s owners %q", name, got)
 		}
 	}
-	// One write per claim: created with its owner, never updated after.
-	if got := f.opsMatching("update claim"); len(got) != 0 {
-		t.Errorf("claim updates %v", got)
+	ops := f.store.opsSnapshot()
+	iCreate := slices.Index(ops, "create claim datadir-web-0")
+	iPod := slices.Index(ops, "create pod web-0")
+	iUpdate := slices.Index(ops, "update claim datadir-web-0")
+	if iCreate < 0 || iPod < iCreate || iUpdate < iPod {
+		t.Errorf("want create claim, create pod, update claim; ops %v", ops)
 	}
 	// Scale-down keeps the claims (whenScaled=Retain) and their set owner.
 	f.setSpec("web", func(s *apps.StatefulSet) { s.Spec.Replicas = ptr.To[int32](1) })
 	f.converge("web")
 	if got := ownerNames(f.claim("datadir-web-1")); got != "StatefulSet/web" {
 		t.Errorf("condemned claim owners %q", got)
+	}
+}
+
+// When the cache has not seen the new claim yet, the references are added
+// on a later sync, through a pod update with its SuccessfulUpdate event,
+// as upstream does.
+func TestNewClaimOwnersFixedOnLaterSync(t *testing.T) {
+	f := newFixture(t, withPolicy(newSet("web", 1), retainPolicy, deletePolicy))
+	f.store.claimLag = true
+	f.mustSync("web")
+	if got := ownerNames(f.claim("datadir-web-0")); got != "" {
+		t.Fatalf("claim created with owners %q, want none", got)
+	}
+	if got := f.opsMatching("update claim"); len(got) != 0 {
+		t.Fatalf("claim updated before the cache saw it: %v", got)
+	}
+	f.markRunningReady("web-0")
+	f.takeEvents()
+	f.mustSync("web")
+	if got := ownerNames(f.claim("datadir-web-0")); got != "StatefulSet/web" {
+		t.Errorf("claim owners %q after the next sync", got)
+	}
+	if got := f.opsMatching("update pod web-0"); len(got) != 1 {
+		t.Errorf("pod updates %v, want one", got)
+	}
+	want := "Normal SuccessfulUpdate Update Pod web-0 in StatefulSet web successful"
+	if events := f.takeEvents(); !slices.Contains(events, want) {
+		t.Errorf("events %v lack %q", events, want)
 	}
 }
 

@@ -95,6 +95,17 @@ type fakeStore struct {
 	failOnce map[string]error
 	// gracefulDelete marks pods terminating instead of removing them.
 	gracefulDelete bool
+	// claimLag hides claims created during a sync until the next one, as
+	// an informer that has not caught up yet would.
+	claimLag bool
+	unseen   map[string]bool
+}
+
+// catchUp makes every claim created so far visible.
+func (s *fakeStore) catchUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unseen = nil
 }
 
 func (s *fakeStore) record(op string, name string) error {
@@ -181,6 +192,14 @@ func (s *fakeStore) CreateClaim(_ context.Context, claim *v1.PersistentVolumeCla
 	}
 	c := claim.DeepCopy()
 	c.UID = s.newUID()
+	if s.claimLag {
+		s.mu.Lock()
+		if s.unseen == nil {
+			s.unseen = map[string]bool{}
+		}
+		s.unseen[claim.Namespace+"/"+claim.Name] = true
+		s.mu.Unlock()
+	}
 	return s.claims.Add(c)
 }
 
@@ -189,6 +208,11 @@ func (s *fakeStore) GetClaim(namespace, name string) (*v1.PersistentVolumeClaim,
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	if s.unseen[namespace+"/"+name] {
+		found = false
+	}
+	s.mu.Unlock()
 	if !found {
 		return nil, apierrors.NewNotFound(claimsResource, name)
 	}
@@ -307,6 +331,7 @@ func (f *fixture) getSet(name string) *apps.StatefulSet {
 
 // sync runs one sync of the set and collects the events it recorded.
 func (f *fixture) sync(name string) error {
+	f.store.catchUp()
 	err := f.ssc.sync(f.ctx, testNS+"/"+name)
 	f.drainEvents()
 	return err
@@ -370,11 +395,12 @@ func (f *fixture) pod(name string) *v1.Pod {
 
 func (f *fixture) claim(name string) *v1.PersistentVolumeClaim {
 	f.t.Helper()
-	c, err := f.store.GetClaim(testNS, name)
-	if err != nil {
-		f.t.Fatal(err)
+	// Straight from the indexer: the test sees claims the cache may not.
+	obj, found, err := f.store.claims.GetByKey(testNS + "/" + name)
+	if err != nil || !found {
+		f.t.Fatalf("claim %s: found %v, %v", name, found, err)
 	}
-	return c
+	return obj.(*v1.PersistentVolumeClaim)
 }
 
 func (f *fixture) revisions(name string) []*apps.ControllerRevision {

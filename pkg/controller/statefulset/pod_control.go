@@ -287,9 +287,10 @@ func (pc *podControl) claimIsStale(set *apps.StatefulSet, pod *v1.Pod) (bool, er
 // createClaims creates the claims pod lacks. A claim being deleted is an
 // error: the pod must not start on storage about to disappear.
 //
-// A new claim is created with the owner references the retention policy
-// asks for, which saves updating it right after (upstream adds them in a
-// second write; the result is the same).
+// New claims are created without owner references, as upstream creates
+// them; the retention policy's references are added once the claim is in
+// the cache (right after the pod is created, or on a later sync through
+// updatePod, with its pod update and event).
 func (pc *podControl) createClaims(ctx context.Context, set *apps.StatefulSet, pod *v1.Pod) error {
 	var errs []error
 	claims := claimsFor(set, pod)
@@ -298,9 +299,6 @@ func (pc *podControl) createClaims(ctx context.Context, set *apps.StatefulSet, p
 		existing, err := pc.store.GetClaim(claim.Namespace, claim.Name)
 		switch {
 		case apierrors.IsNotFound(err):
-			if !claimOwnerUpToDate(claim, set, pod) {
-				setClaimOwners(claim, set, pod)
-			}
 			err := pc.store.CreateClaim(ctx, claim, set)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("failed to create PVC %s: %w", claim.Name, err))

@@ -121,10 +121,8 @@ type equalityKey struct {
 // template it restores gives proposed's bytes. This absorbs encoding
 // changes between versions (e.g. the null creationTimestamp older
 // releases wrote) that would otherwise roll every pod.
-//
-// Upstream also re-applies the API defaults before comparing; this
-// controller does not carry the defaulting code, so a template only
-// missing newly defaulted fields still counts as changed.
+// The restored template gets today's API defaults first, as upstream
+// does, so a revision written before a field was defaulted still matches.
 func sameAsLatest(set *apps.StatefulSet, proposed, latest *apps.ControllerRevision, cache *lru.Cache) bool {
 	if !controller.FeatureEnabled(featureSemanticRevisionComparison, true) {
 		return false
@@ -137,6 +135,7 @@ func sameAsLatest(set *apps.StatefulSet, proposed, latest *apps.ControllerRevisi
 	if err != nil {
 		return false
 	}
+	defaultTemplate(&restored.Spec.Template)
 	rebuilt, err := newRevision(restored, -1, nil)
 	if err != nil {
 		return false

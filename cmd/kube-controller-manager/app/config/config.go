@@ -5,6 +5,9 @@ package config
 import (
 	"time"
 
+	"k8s.io/apiserver/pkg/server/flagz"
+	basecompatibility "k8s.io/component-base/compatibility"
+
 	apiserver "k8s.io/apiserver/pkg/server"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -44,6 +47,11 @@ type Config struct {
 	LeaderElectSharded bool
 	// ShardedWarmStandby fills every enabled controller's caches at start.
 	ShardedWarmStandby bool
+	// Flagz reads the parsed flags for /flagz; nil without a command.
+	Flagz flagz.Reader
+	// ComponentGlobalsRegistry holds the effective version /statusz and the
+	// version metrics report.
+	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
 }
 
 // CompletedConfig is a Config that Complete has filled in.

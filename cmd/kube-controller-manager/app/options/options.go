@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/server/flagz"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientset "k8s.io/client-go/kubernetes"
@@ -387,6 +388,10 @@ func (s KubeControllerManagerOptions) Config(ctx context.Context, allControllers
 		EventBroadcaster:          eventBroadcaster,
 		EventRecorder:             eventRecorder,
 		ControllerShutdownTimeout: s.ControllerShutdownTimeout,
+		ComponentGlobalsRegistry:  s.ComponentGlobalsRegistry,
+	}
+	if s.flagSets != nil {
+		c.Flagz = flagz.NamedFlagSetsReader{FlagSets: *s.flagSets}
 	}
 	if err := s.ApplyTo(c, allControllers, disabledByDefaultControllers, controllerAliases); err != nil {
 		eventBroadcaster.Shutdown()

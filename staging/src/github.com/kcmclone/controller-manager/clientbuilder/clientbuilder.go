@@ -44,12 +44,18 @@ func (b Simple) DiscoveryClient(name string) (discovery.DiscoveryInterface, erro
 	if err != nil {
 		return nil, err
 	}
-	// Discovery of many groups must not be throttled like ordinary calls.
-	cfg.Burst = 200
-	cfg.QPS = 20
-	c, err := clientset.NewForConfig(cfg)
+	c, err := clientset.NewForConfig(withDiscoveryLimits(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("discovery client for %s: %w", name, err)
 	}
 	return c.Discovery(), nil
+}
+
+// withDiscoveryLimits sets upstream's discovery rate limits: discovery
+// makes many requests at once, rarely, so a large burst refilled in a few
+// seconds.
+func withDiscoveryLimits(cfg *restclient.Config) *restclient.Config {
+	cfg.Burst = 200
+	cfg.QPS = 20
+	return cfg
 }

@@ -28,6 +28,10 @@ const (
 	minTokenLifetime       = 10 * time.Minute
 )
 
+// tokenBackoff paces TokenRequest retries within one Token call (upstream's
+// pacing); tests shorten it.
+var tokenBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 4}
+
 // ServiceAccount gives each controller the credentials of ServiceAccount
 // <namespace>/<name>, created on demand, through short-lived TokenRequest
 // tokens refreshed before they expire. Upstream's bootstrap RBAC roles
@@ -89,8 +93,7 @@ func (b *ServiceAccount) DiscoveryClient(name string) (discovery.DiscoveryInterf
 	if err != nil {
 		return nil, err
 	}
-	cfg.Burst = 200
-	c, err := clientset.NewForConfig(cfg)
+	c, err := clientset.NewForConfig(withDiscoveryLimits(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +106,16 @@ type tokenSource struct {
 	name      string
 	clock     clock.Clock
 
-	mu     sync.Mutex
-	token  string
-	expiry time.Time
+	mu       sync.Mutex
+	token    string
+	expiry   time.Time
+	obtained time.Time
 }
 
 // Token returns a cached token, or a fresh one once the cached one is
-// within the leeway of its expiry.
+// within the leeway of its expiry or was dropped after a 401. When no
+// fresh one can be had, a token still held is used, as upstream does: the
+// apiserver may well accept it.
 func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -117,8 +123,7 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 		return ts.token, nil
 	}
 	var tr *authenticationv1.TokenRequest
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 4}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	err := wait.ExponentialBackoffWithContext(ctx, tokenBackoff, func(ctx context.Context) (bool, error) {
 		if err := getOrCreateServiceAccount(ctx, ts.core, ts.namespace, ts.name); err != nil {
 			klog.FromContext(ctx).Info("Getting or creating service account failed", "serviceAccount", klog.KRef(ts.namespace, ts.name), "err", err)
 			return false, nil
@@ -135,7 +140,12 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 		return true, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("failed to get token for %s/%s: %w", ts.namespace, ts.name, err)
+		err = fmt.Errorf("failed to get token for %s/%s: %w", ts.namespace, ts.name, err)
+		if ts.token != "" {
+			klog.FromContext(ctx).Error(err, "Unable to rotate token")
+			return ts.token, nil
+		}
+		return "", err
 	}
 	lifetime := tr.Status.ExpirationTimestamp.Sub(ts.clock.Now())
 	if lifetime < minTokenLifetime {
@@ -144,8 +154,20 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 	}
 	leeway := time.Duration(int64(lifetime) * tokenLeewayPercent / 100)
 	ts.token = tr.Status.Token
-	ts.expiry = ts.clock.Now().Add(lifetime - leeway)
+	ts.obtained = ts.clock.Now()
+	ts.expiry = ts.obtained.Add(lifetime - leeway)
 	return ts.token, nil
+}
+
+// expireIfOlderThan makes the next Token call ask for a new token, unless
+// the one held was obtained at or after t: a 401 to a request sent with an
+// older token must not throw away a token fetched since.
+func (ts *tokenSource) expireIfOlderThan(t time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.obtained.Before(t) {
+		ts.expiry = time.Time{}
+	}
 }
 
 type bearerRoundTripper struct {
@@ -157,13 +179,22 @@ func (rt *bearerRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if req.Header.Get("Authorization") != "" {
 		return rt.next.RoundTrip(req)
 	}
+	// Taken before the token, so a token fetched during this request is
+	// not the one a 401 throws away.
+	start := rt.source.clock.Now()
 	tok, err := rt.source.Token(req.Context())
 	if err != nil {
 		return nil, err
 	}
 	req = req.Clone(req.Context())
 	req.Header.Set("Authorization", "Bearer "+tok)
-	return rt.next.RoundTrip(req)
+	resp, err := rt.next.RoundTrip(req)
+	if err == nil && resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		// The token was revoked or its account recreated: the next request
+		// asks for a new one instead of failing until it expires.
+		rt.source.expireIfOlderThan(start)
+	}
+	return resp, err
 }
 
 func (rt *bearerRoundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next }
@@ -174,10 +205,12 @@ func getOrCreateServiceAccount(ctx context.Context, core corev1client.CoreV1Inte
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
+	// The manager may lack the right to create namespaces; a failure here
+	// is only a warning, and creating the account says what is wrong.
 	if _, err := core.Namespaces().Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		_, err = core.Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+			klog.FromContext(ctx).Info("Warning: creating the missing namespace failed", "namespace", namespace, "err", err)
 		}
 	}
 	_, err := core.ServiceAccounts(namespace).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, metav1.CreateOptions{})
