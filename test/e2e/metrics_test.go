@@ -177,9 +177,11 @@ func TestMetricFamiliesMatchUpstream(t *testing.T) {
 
 	want := scrape(upstream, "upstream")
 	got := scrape(kcmBinary, "ours")
-	var missing, extra []string
+	var missing, extra, racy []string
 	for name, typ := range want {
 		switch g, ok := got[name]; {
+		case !ok && appearsOnlyAfterARace(name):
+			racy = append(racy, name)
 		case !ok:
 			missing = append(missing, name)
 		case g != typ:
@@ -193,8 +195,16 @@ func TestMetricFamiliesMatchUpstream(t *testing.T) {
 	}
 	sort.Strings(missing)
 	sort.Strings(extra)
-	t.Logf("upstream %d families, ours %d; only ours: %v", len(want), len(got), extra)
+	t.Logf("upstream %d families, ours %d; only ours: %v; only upstream, race-dependent: %v", len(want), len(got), extra, racy)
 	if len(missing) > 0 {
 		t.Errorf("%d families upstream exposes are missing or differ in ours:\n%s", len(missing), strings.Join(missing, "\n"))
 	}
+}
+
+// appearsOnlyAfterARace: a counter vector shows in /metrics only once a
+// label value is set, and the stale-sync-skip counters are set only when a
+// sync happens to find the cache behind the controller's own write, which
+// is timing, not behaviour: either binary may or may not show them in a run.
+func appearsOnlyAfterARace(family string) bool {
+	return strings.HasSuffix(family, "_stale_sync_skips_total")
 }
