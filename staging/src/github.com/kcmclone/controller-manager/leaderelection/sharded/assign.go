@@ -46,6 +46,14 @@ func weightOf(u WeightedUnit) int {
 // weight. The result depends only on the sets given, never on their order,
 // so every replica that sees the same members computes the same assignment.
 func Target(units []WeightedUnit, members []string) map[string]string {
+	return stickyTarget(units, members, nil)
+}
+
+// stickyTarget is Target, except that a unit held by a live member stays
+// with it while that member is within the load limit: when a replica dies,
+// only its units move, and the survivors' running controllers do not.
+// holders maps a unit to the member holding it now.
+func stickyTarget(units []WeightedUnit, members []string, holders map[string]string) map[string]string {
 	out := make(map[string]string, len(units))
 	if len(members) == 0 {
 		return out
@@ -70,6 +78,15 @@ func Target(units []WeightedUnit, members []string) map[string]string {
 	limit := (total+len(ms)-1)/len(ms) + maxW/2
 	load := make(map[string]int, len(ms))
 	for _, u := range us {
+		if h, ok := holders[u.Name]; ok && contains(ms, h) && load[h]+weightOf(u) <= limit {
+			out[u.Name] = h
+			load[h] += weightOf(u)
+		}
+	}
+	for _, u := range us {
+		if _, kept := out[u.Name]; kept {
+			continue
+		}
 		w := weightOf(u)
 		ranked := append([]string(nil), ms...)
 		sort.Slice(ranked, func(i, j int) bool {
@@ -153,7 +170,13 @@ func Decide(v View, p Policy) Decision {
 	if !contains(members, v.Self) {
 		members = append(members, v.Self)
 	}
-	target := Target(v.Units, members)
+	holders := map[string]string{}
+	for name, st := range v.States {
+		if contains(members, st.Holder) {
+			holders[name] = st.Holder
+		}
+	}
+	target := stickyTarget(v.Units, members, holders)
 	total, mine := 0, 0
 	for _, u := range v.Units {
 		total += weightOf(u)

@@ -144,7 +144,11 @@ func TestDecideReleasesOnlyWhenOverShareAfterMinHold(t *testing.T) {
 	now := time.Unix(1000, 0)
 	units := testUnits()
 	members := []string{"a", "b", "c"}
-	target := Target(units, members)
+	everything := map[string]string{}
+	for _, u := range units {
+		everything[u.Name] = "a"
+	}
+	target := stickyTarget(units, members, everything)
 	all := func(heldSince time.Time) map[string]UnitState {
 		s := map[string]UnitState{}
 		for _, u := range units {
@@ -197,7 +201,7 @@ func TestDecideHysteresisWithinMargin(t *testing.T) {
 	if len(d.Release) != 1 {
 		t.Fatalf("50%% over share with a 20%% margin released %v, want one unit", d.Release)
 	}
-	if target := Target(units, view.Members); target[d.Release[0]] != "b" {
+	if target := stickyTarget(units, view.Members, holdersIn(states)); target[d.Release[0]] != "b" {
 		t.Errorf("released %s, assigned to %s", d.Release[0], target[d.Release[0]])
 	}
 }
@@ -206,11 +210,13 @@ func TestDecideReleasesNewestFirst(t *testing.T) {
 	now := time.Unix(1000, 0)
 	units := []WeightedUnit{{"u1", 1}, {"u2", 1}, {"u3", 1}, {"u4", 1}, {"u5", 1}, {"u6", 1}}
 	members := []string{"a", "b", "c"}
-	target := Target(units, members)
 	states := map[string]UnitState{}
-	var notMine []string
 	for i, u := range units {
 		states[u.Name] = UnitState{Holder: "a", HeldSince: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
+	}
+	target := stickyTarget(units, members, holdersIn(states))
+	var notMine []string
+	for _, u := range units {
 		if target[u.Name] != "a" {
 			notMine = append(notMine, u.Name)
 		}
@@ -303,5 +309,56 @@ func TestConvergesWithoutPingPong(t *testing.T) {
 		if h := holder[u.Name]; h != "a" && h != "b" {
 			t.Errorf("%s held by %q after c died", u.Name, h)
 		}
+	}
+}
+
+func holdersIn(states map[string]UnitState) map[string]string {
+	out := map[string]string{}
+	for name, st := range states {
+		if st.Holder != "" {
+			out[name] = st.Holder
+		}
+	}
+	return out
+}
+
+// TestSurvivorsKeepTheirUnitsWhenAReplicaDies: when a member goes, only its
+// units move; what the survivors run stays put.
+func TestSurvivorsKeepTheirUnitsWhenAReplicaDies(t *testing.T) {
+	units := testUnits()
+	all := []string{"a", "b", "c", "d", "e"}
+	plainMoves := 0
+	for n := 2; n <= len(all); n++ {
+		members := all[:n]
+		before := Target(units, members)
+		for _, dead := range members {
+			var survivors []string
+			for _, m := range members {
+				if m != dead {
+					survivors = append(survivors, m)
+				}
+			}
+			holders := map[string]string{}
+			for name, m := range before {
+				if m != dead {
+					holders[name] = m
+				}
+			}
+			after := stickyTarget(units, survivors, holders)
+			plain := Target(units, survivors)
+			for name, m := range holders {
+				if after[name] != m {
+					t.Errorf("%v without %s: %s moved from surviving %s to %s", members, dead, name, m, after[name])
+				}
+				if plain[name] != m {
+					plainMoves++
+				}
+			}
+		}
+	}
+	// Positive control: the plain assignment does move survivors' units in
+	// some of these cases, so the check above can fail.
+	if plainMoves == 0 {
+		t.Fatal("the plain assignment never moved a survivor's unit: the test proves nothing")
 	}
 }
