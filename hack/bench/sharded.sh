@@ -48,7 +48,7 @@ stop_cluster() {
 trap stop_cluster EXIT
 trap 'stop_cluster; exit 130' INT TERM
 
-cpu_secs() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read(); f=f[f.rindex(")")+2:].split(); print(f"{(int(f[11])+int(f[12]))/os.sysconf(\"SC_CLK_TCK\"):.2f}")' "$1"; }
+cpu_secs() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read(); f=f[f.rindex(")")+2:].split(); print("%.2f" % ((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK")))' "$1"; }
 hwm_mib() { awk '/^VmHWM:/ {printf "%.0f\n", $2/1024}' "/proc/$1/status"; }
 poll() {
   local what=$1 secs=$2 deadline; shift 2
