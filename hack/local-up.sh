@@ -184,7 +184,7 @@ start kube-controller-manager "${KCM_BINARY}" "${KCM_COMMON[@]}" \
 KCM_PORTS=("${KCM_PORT}")
 KCM_PIDS=("${PIDS[-1]}")
 for ((i = 2; i <= REPLICAS; i++)); do
-  port=$(free_port)
+  port=$(free_ports 1)
   KCM_PORTS+=("${port}")
   # shellcheck disable=SC2086
   start "kube-controller-manager-${i}" "${KCM_BINARY}" "${KCM_COMMON[@]}" \
