@@ -48,8 +48,7 @@ KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
 R=10
 NS=bench
 log() { echo "+++ [bench $(date -u +%H:%M:%S)] $*" >&2; }
-now() { date +%s.%N; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+source "${ROOT}/hack/bench/lib.sh"
 for p in ${SIZES}; do
   [[ "${p}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZES: ${p} is not a multiple of 10"; exit 2; }
 done
@@ -73,35 +72,6 @@ rules:
 - level: Metadata
 YAML
 
-CLUSTER_PID=""
-stop_cluster() {
-  local pid=${CLUSTER_PID}
-  [[ -n "${pid}" ]] || return 0
-  CLUSTER_PID=""
-  kill -TERM "${pid}" 2>/dev/null || true
-  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "${pid}" 2>/dev/null || true
-  wait "${pid}" 2>/dev/null || true
-}
-trap stop_cluster EXIT
-trap 'stop_cluster; exit 130' INT TERM
-
-cpu_secs() {
-  local f; read -ra f < <(sed 's/.*) //' "/proc/$1/stat")
-  echo "$(( f[11] + f[12] )) $(getconf CLK_TCK)" | awk '{printf "%.2f\n", $1/$2}'
-}
-hwm_mib() { awk '/^VmHWM:/ {printf "%.1f\n", $2/1024}' "/proc/$1/status"; }
-
-poll() { # WHAT SECONDS COMMAND...
-  local what=$1 secs=$2 deadline; shift 2
-  deadline=$(( SECONDS + secs ))
-  while (( SECONDS < deadline )); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "${CLUSTER_PID}" 2>/dev/null; then log "the cluster died while waiting for ${what}"; return 1; fi
-    sleep 1
-  done
-  log "timed out after ${secs}s waiting for ${what}"; return 1
-}
 
 manifest() { # N
   local i

@@ -25,8 +25,7 @@ OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
 NODES=$(( (PODS + 99) / 100 + 1 ))
 NS=bench
 log() { echo "+++ [bench-sharded $(date -u +%H:%M:%S)] $*" >&2; }
-now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+source "${ROOT}/hack/bench/lib.sh"
 [[ "${PODS}" =~ ^[1-9][0-9]*$ ]] || { log "BENCH_PODS must be a positive number"; exit 2; }
 case "${ONLY}" in all|ours-1|ours-3|upstream-2) ;; *) log "BENCH_ONLY must be all, ours-1, ours-3 or upstream-2"; exit 2;; esac
 
@@ -34,31 +33,9 @@ case "${ONLY}" in all|ours-1|ours-3|upstream-2) ;; *) log "BENCH_ONLY must be al
 [[ -x "${BIN}/kube-controller-manager" ]] || (cd "${ROOT}" && make build)
 mkdir -p "${OUT}"
 
-CLUSTER_PID="" WATCH_PID=""
-stop_cluster() {
-  [[ -n "${WATCH_PID}" ]] && { kill "${WATCH_PID}" 2>/dev/null || true; WATCH_PID=""; }
-  local pid=${CLUSTER_PID}
-  [[ -n "${pid}" ]] || return 0
-  CLUSTER_PID=""
-  kill -TERM "${pid}" 2>/dev/null || true
-  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "${pid}" 2>/dev/null || true
-  wait "${pid}" 2>/dev/null || true
-}
-trap stop_cluster EXIT
-trap 'stop_cluster; exit 130' INT TERM
-
-cpu_secs() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read(); f=f[f.rindex(")")+2:].split(); print("%.2f" % ((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK")))' "$1"; }
-hwm_mib() { awk '/^VmHWM:/ {printf "%.0f\n", $2/1024}' "/proc/$1/status"; }
-poll() {
-  local what=$1 secs=$2 deadline; shift 2
-  deadline=$(( SECONDS + secs ))
-  while (( SECONDS < deadline )); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 1
-  done
-  log "timed out after ${secs}s waiting for ${what}"; return 1
-}
+WATCH_PID=""
+stop_watch() { [[ -n "${WATCH_PID}" ]] && { kill "${WATCH_PID}" 2>/dev/null || true; WATCH_PID=""; }; return 0; }
+BENCH_BEFORE_STOP=stop_watch
 
 # run_one NAME BINARY REPLICAS SHARDED KILL
 run_one() {

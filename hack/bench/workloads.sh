@@ -33,9 +33,8 @@ OUT="${BENCH_DIR:-${ROOT}/_output/bench}/${WORKLOAD}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
 NS=bench
 log() { echo "+++ [bench ${WORKLOAD} $(date -u +%H:%M:%S)] $*" >&2; }
-now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+source "${ROOT}/hack/bench/lib.sh"
 case "${WORKLOAD}" in jobs|nodefail|services) ;; *) log "BENCH_WORKLOAD must be jobs, nodefail or services"; exit 2;; esac
 [[ "${SIZE}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZE must be a multiple of 10"; exit 2; }
 
@@ -48,33 +47,6 @@ mkdir -p "${OUT}"
 POLICY="${OUT}/audit-policy.yaml"
 printf 'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: ["ResponseStarted"]\nrules:\n- level: Metadata\n' > "${POLICY}"
 
-CLUSTER_PID=""
-stop_cluster() {
-  local pid=${CLUSTER_PID}
-  [[ -n "${pid}" ]] || return 0
-  CLUSTER_PID=""
-  kill -TERM "${pid}" 2>/dev/null || true
-  for _ in $(seq 1 600); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "${pid}" 2>/dev/null || true
-  wait "${pid}" 2>/dev/null || true
-}
-trap stop_cluster EXIT
-trap 'stop_cluster; exit 130' INT TERM
-cpu_secs() {
-  local f; read -ra f < <(sed 's/.*) //' "/proc/$1/stat")
-  echo "$(( f[11] + f[12] )) $(getconf CLK_TCK)" | awk '{printf "%.2f\n", $1/$2}'
-}
-hwm_mib() { awk '/^VmHWM:/ {printf "%.1f\n", $2/1024}' "/proc/$1/status"; }
-poll() {
-  local what=$1 secs=$2 deadline; shift 2
-  deadline=$(( SECONDS + secs ))
-  while (( SECONDS < deadline )); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "${CLUSTER_PID}" 2>/dev/null; then log "the cluster died while waiting for ${what}"; return 1; fi
-    sleep 1
-  done
-  log "timed out after ${secs}s waiting for ${what}"; return 1
-}
 
 deployments() { # N TOLERATION_SECONDS(or "")
   local i tol=""
