@@ -46,14 +46,16 @@ test-integration: install-test-binaries
 ## It also runs the image (make image; Docker needed) as cluster/manifests/kube-controller-manager.yaml says.
 test-e2e: build image
 	hack/install-test-binaries.sh etcd kube-apiserver kube-controller-manager-upstream
-	KCM_IMAGE=$(IMAGE):$(IMAGE_TAG) KCM_BINARY=$(BIN_DIR)/kube-controller-manager go test -count=1 -timeout 30m ./test/e2e/...
+	KCM_IMAGE=$(IMAGE):$(IMAGE_TAG) KCM_BINARY=$(BIN_DIR)/kube-controller-manager go test -count=1 -timeout 40m $$(go list ./test/e2e/... | grep -v /test/e2e/faults)
 
 verify:
 	hack/verify.sh
 
 ## run: a local cluster (etcd, kube-apiserver, kube-scheduler, kwok nodes) with our binary.
+## NODES=3 runs the three-node control plane in containers instead (make run-multinode).
+NODES ?= 1
 run: prereq-tools build
-	hack/local-up.sh
+	@if [ "$(NODES)" = 1 ]; then hack/local-up.sh; else $(MAKE) run-multinode NODES=$(NODES); fi
 
 ## conformance: upstream v1.37.2 [Conformance] e2e specs on the kwok bed, compared with upstream KCM's
 ## results (AREA=all|apiserver-crud|replicaset-deployment|statefulset-daemonset|batch|namespace-gc|policy-quota|
@@ -153,3 +155,32 @@ fuzz: prereq-go
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -parallel 2 $$pkg > _output/fuzz-$$fn.log 2>&1 || \
 		{ grep -v '^\s*sync.go:' _output/fuzz-$$fn.log | tail -n 40; echo "fuzz $$fn failed: see _output/fuzz-$$fn.log and $$pkg/testdata/fuzz/$$fn" >&2; exit 1; }; \
 	done
+
+## image-node: the fault bed's control-plane node image (NODE_IMAGE): the controller manager's image
+## plus etcd, kube-apiserver, kube-scheduler, upstream's controller manager and node-init (PID 1).
+NODE_IMAGE     ?= kcmclone/control-plane-node:dev
+NODE_IMAGE_DIR := $(CURDIR)/_output/node-image
+NODE_BINS      := etcd kube-apiserver kube-scheduler kube-controller-manager-upstream
+.PHONY: image-node run-multinode e2e-faults failover
+image-node: prereq-docker image
+	hack/install-test-binaries.sh $(NODE_BINS)
+	rm -rf $(NODE_IMAGE_DIR) && mkdir -p $(NODE_IMAGE_DIR)/bin
+	for b in $(NODE_BINS); do cp -L $(BIN_DIR)/$$b $(NODE_IMAGE_DIR)/bin/; done
+	CGO_ENABLED=0 go build -trimpath -o $(NODE_IMAGE_DIR)/bin/node-init ./test/e2e/faults/nodeinit
+	docker build -f test/e2e/faults/image/Dockerfile --build-arg BASE=$(IMAGE):$(IMAGE_TAG) -t $(NODE_IMAGE) $(NODE_IMAGE_DIR)
+
+## run-multinode: three control-plane node containers (NODES), kwok nodes on the host; prints a kubeconfig.
+run-multinode: prereq-docker image-node
+	hack/install-test-binaries.sh kwok
+	NODES=$(NODES) NODE_IMAGE=$(NODE_IMAGE) hack/multinode.sh
+
+## e2e-faults: the fault tests on the three-node bed (node loss, partition, slow apiserver, apiserver
+## restart + etcd compaction, rolling upgrade). FAULTS=<regexp> runs some; KCMFAULT_PODS sizes the rollouts (300).
+FAULTS ?= .
+e2e-faults: prereq-docker image-node
+	@mkdir -p _output
+	KCMFAULT_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 60m -v -run '$(FAULTS)' ./test/e2e/faults/ 2>&1 | tee _output/e2e-faults.log
+
+## failover: node-loss failover times, ours vs upstream's binary on the same bed (ROUNDS=3).
+failover: prereq-docker image-node
+	NODE_IMAGE=$(NODE_IMAGE) hack/faults/failover.sh

@@ -9,6 +9,7 @@
 # _output/bin/kube-controller-manager, e.g. _output/bin/kube-controller-manager-upstream),
 # KCM_LOCAL_APISERVER_FLAGS (extra flags for kube-apiserver, e.g. auditing),
 # KCM_LOCAL_KWOK_FLAGS (extra flags for kwok, e.g. --config=FILE),
+# KCM_LOCAL_SCHEDULER_FLAGS (extra flags for kube-scheduler),
 # KCM_LOCAL_EXTRA_KCM_BINARY and KCM_LOCAL_EXTRA_KCM_FLAGS (a second controller
 # manager beside the first, on its own port and Lease, e.g. upstream's running
 # the controllers the first leaves out with --controllers),
@@ -136,9 +137,10 @@ KUBECTL=("${BIN}/kubectl" --kubeconfig="${KUBECONFIG_FILE}")
 wait_for kube-apiserver 90 "${KUBECTL[@]}" get --raw /readyz
 
 read -r SCHED_PORT EXTRA_KCM_PORT < <(free_ports 2)
+# shellcheck disable=SC2086
 start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
   --authentication-kubeconfig="${KUBECONFIG_FILE}" --authorization-kubeconfig="${KUBECONFIG_FILE}" \
-  --bind-address=127.0.0.1 --secure-port="${SCHED_PORT}" --leader-elect=false
+  --bind-address=127.0.0.1 --secure-port="${SCHED_PORT}" --leader-elect=false ${KCM_LOCAL_SCHEDULER_FLAGS:-}
 
 # kwok's settings (node Leases) and stages: upstream's for nodes and pod
 # deletion, ours (hack/kwok) for how pods start and how Job pods finish.

@@ -25,6 +25,20 @@ cpu_secs() { # PID -> utime+stime in seconds
 }
 hwm_mib() { awk '/^VmHWM:/ {printf "%.1f\n", $2/1024}' "/proc/$1/status"; }
 
+# VmHWM counts the binary's file pages too (mapped from the page cache,
+# shared and reclaimable: 66 MiB of ours, 86 MiB of upstream's at start),
+# so the memory a process really holds shows better in RssAnon, whose peak
+# the kernel does not keep: anon_sampler PID FILE samples it every 200 ms
+# until PID exits or the sampler is killed, keeping the peak (MiB) in FILE.
+anon_sampler() {
+  local pid=$1 file=$2 peak=0 kb
+  echo 0 > "${file}"
+  while kb=$(awk '/^RssAnon:/ {print $2}' "/proc/${pid}/status" 2>/dev/null) && [[ -n "${kb}" ]]; do
+    if (( kb > peak )); then peak=${kb}; awk -v k="${kb}" 'BEGIN {printf "%.1f\n", k/1024}' > "${file}"; fi
+    sleep 0.2
+  done
+}
+
 # poll WHAT SECONDS COMMAND...: run COMMAND every second until it succeeds;
 # returns 1 on timeout or when the cluster died.
 poll() {

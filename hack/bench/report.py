@@ -16,6 +16,7 @@ FIGURES = [
     ("  namespace delete until gone (s)", "secs_delete"),
     ("KCM CPU seconds (workload)", "cpu_window"),
     ("KCM peak RSS MiB (VmHWM)", "rss_peak_mib"),
+    ("KCM peak anonymous RSS MiB (RssAnon, sampled every 200 ms)", "anon_peak_mib"),
     ("API requests", "requests_total"),
     ("API writes (create/update/patch/delete)", "requests_mutating"),
     ("409 conflicts", ("errors", "409")),

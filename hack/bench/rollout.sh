@@ -31,6 +31,8 @@
 #                         the rollout, outside the timed window; peak RSS then
 #                         shows what the caches hold
 #   BENCH_DIR (_output/bench)
+#   BENCH_ONLY            ours or upstream: run one binary only (for quick
+#                         iterations; no ratios, not for the README)
 # 110 pods fit on a kwok node; nodes = ceil(P/100)+1.
 set -euo pipefail
 
@@ -45,6 +47,9 @@ PPROF="${BENCH_PPROF:-1}"
 FILLER="${BENCH_FILLER:-0}"
 OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
+# The scheduler gets the same client limits, so that binding pods (2,000
+# per 1,000-pod rollout) is not what both controller managers wait for.
+SCHEDULER_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST}"
 R=10
 NS=bench
 log() { echo "+++ [bench $(date -u +%H:%M:%S)] $*" >&2; }
@@ -130,6 +135,7 @@ run_one() {
   KCM_LOCAL_DIR="${dir}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" KCM_LOCAL_NODES="${nodes}" \
     KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="${kcm_port}" \
     KCM_LOCAL_KCM_FLAGS="${KCM_FLAGS}" \
+    KCM_LOCAL_SCHEDULER_FLAGS="${SCHEDULER_FLAGS}" \
     KCM_LOCAL_APISERVER_FLAGS="--audit-policy-file=${POLICY} --audit-log-path=${audit} --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=1000 --max-mutating-requests-inflight=500" \
     "${ROOT}/hack/local-up.sh" >"${dir}/local-up.log" 2>&1 &
   CLUSTER_PID=$!
@@ -156,7 +162,8 @@ run_one() {
   manifest "${n}" > "${dir}/deployments.yaml"
   sleep 2
 
-  local cpu0 t0 t1 t2 t3 t4 s_create s_update s_delete s_total ok=1
+  local cpu0 t0 t1 t2 t3 t4 s_create s_update s_delete s_total ok=1 sampler
+  anon_sampler "${kcm_pid}" "${dir}/anon-peak" & sampler=$!
   cpu0=$(cpu_secs "${kcm_pid}"); t0=$(now)
   "${K[@]}" create -f "${dir}/deployments.yaml" >/dev/null
   poll "${n} Deployments available" "${TIMEOUT}" rolled_out "${n}" "${K[@]}" || ok=0
@@ -183,6 +190,7 @@ run_one() {
   s_total=$(awk -v a="${s_create}" -v b="${s_update}" -v c="${s_delete}" 'BEGIN {printf "%.1f\n", a + b + c}')
   local cpu1 hwm
   cpu1=$(cpu_secs "${kcm_pid}"); hwm=$(hwm_mib "${kcm_pid}")
+  kill "${sampler}" 2>/dev/null; wait "${sampler}" 2>/dev/null || true
   sleep 1
   stop_cluster
   log "[${name}] namespace gone: ${s_delete}s; cpu $(awk -v a="${cpu0}" -v b="${cpu1}" 'BEGIN {print b - a}')s, peak RSS ${hwm} MiB"
@@ -200,10 +208,17 @@ secs_delete=${s_delete}
 secs_total=${s_total}
 cpu_window=$(awk -v a="${cpu0}" -v b="${cpu1}" 'BEGIN {printf "%.2f\n", b - a}')
 rss_peak_mib=${hwm}
+anon_peak_mib=$(cat "${dir}/anon-peak")
 FACTS
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${dir}/facts.txt" > "${OUT}/runs/${name}.json"
   # The audit logs are large; keep the summaries and profiles only.
   rm -f "${audit}"* ; rm -rf "${dir}/cluster"
+}
+
+# run NAME BINARY PODS WANT_PPROF: run_one, unless BENCH_ONLY names the other binary.
+run() {
+  [[ -z "${BENCH_ONLY:-}" || "$1" == "${BENCH_ONLY}"-* ]] || return 0
+  run_one "$@"
 }
 
 START=${SECONDS}
@@ -216,15 +231,19 @@ for p in ${SIZES}; do
     # Alternate which binary goes first, so drift on a shared machine
     # does not favour one.
     if (( r % 2 )); then
-      run_one "ours-${p}-${r}" "${OURS}" "${p}" "${want}"
-      run_one "upstream-${p}-${r}" "${UPSTREAM}" "${p}" 0
+      run "ours-${p}-${r}" "${OURS}" "${p}" "${want}"
+      run "upstream-${p}-${r}" "${UPSTREAM}" "${p}" 0
     else
-      run_one "upstream-${p}-${r}" "${UPSTREAM}" "${p}" 0
-      run_one "ours-${p}-${r}" "${OURS}" "${p}" "${want}"
+      run "upstream-${p}-${r}" "${UPSTREAM}" "${p}" 0
+      run "ours-${p}-${r}" "${OURS}" "${p}" "${want}"
     fi
   done
 done
 
+if [[ -n "${BENCH_ONLY:-}" ]]; then
+  for f in "${OUT}"/runs/*.json; do echo "${f##*/}: $(cat "${f}")"; done
+  exit 0
+fi
 {
   echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds$( (( FILLER > 0 )) && echo ", with ${FILLER} ConfigMaps and ${FILLER} Secrets of 10 KiB")"
   echo

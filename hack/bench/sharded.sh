@@ -13,7 +13,9 @@
 #   BENCH_PODS=200 hack/bench/sharded.sh     # quick
 #
 # Environment: BENCH_PODS (1000), BENCH_TIMEOUT (900 s per wait),
-# BENCH_ONLY (all | ours-1 | ours-3 | upstream-2), BENCH_DIR (_output/bench).
+# BENCH_ONLY (all | ours-1 | ours-3 | upstream-2), BENCH_DIR (_output/bench),
+# BENCH_ROUNDS (3): the setups alternate within each round; the summary
+# gives the median and the min-max over the rounds.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,12 +23,14 @@ BIN="${ROOT}/_output/bin"
 PODS="${BENCH_PODS:-1000}"
 TIMEOUT="${BENCH_TIMEOUT:-900}"
 ONLY="${BENCH_ONLY:-all}"
+ROUNDS="${BENCH_ROUNDS:-3}"
 OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
 NODES=$(( (PODS + 99) / 100 + 1 ))
 NS=bench
 log() { echo "+++ [bench-sharded $(date -u +%H:%M:%S)] $*" >&2; }
 source "${ROOT}/hack/bench/lib.sh"
 [[ "${PODS}" =~ ^[1-9][0-9]*$ ]] || { log "BENCH_PODS must be a positive number"; exit 2; }
+[[ "${ROUNDS}" =~ ^[1-9][0-9]*$ ]] || { log "BENCH_ROUNDS must be a positive number"; exit 2; }
 case "${ONLY}" in all|ours-1|ours-3|upstream-2) ;; *) log "BENCH_ONLY must be all, ours-1, ours-3 or upstream-2"; exit 2;; esac
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
@@ -115,18 +119,36 @@ PY
   local created
   created=$(grep -c " ADDED " "${dir}/pod-events.txt" || true)
   stop_cluster
-  echo "| ${name} | $(python3 -c "print(f'{${t1} - ${t0}:.1f}')") | ${pause} | ${created} | ${rows}|" >> "${OUT}/sharded-rows.md"
+  echo "| ${name} | ${ROUND} | $(python3 -c "print(f'{${t1} - ${t0}:.1f}')") | ${pause} | ${created} | ${rows}|" >> "${OUT}/sharded-rows.md"
   log "[${name}] done: $(tail -1 "${OUT}/sharded-rows.md")"
 }
 
 rm -f "${OUT}/sharded-rows.md"
-[[ "${ONLY}" == all || "${ONLY}" == ours-1 ]] && run_one ours-1 "${BIN}/kube-controller-manager" 1 false false
-[[ "${ONLY}" == all || "${ONLY}" == ours-3 ]] && run_one ours-3 "${BIN}/kube-controller-manager" 3 true true
-[[ "${ONLY}" == all || "${ONLY}" == upstream-2 ]] && run_one upstream-2 "${BIN}/kube-controller-manager-upstream" 2 false true
+for ROUND in $(seq 1 "${ROUNDS}"); do
+  if [[ "${ONLY}" == all || "${ONLY}" == ours-1 ]]; then run_one ours-1 "${BIN}/kube-controller-manager" 1 false false; fi
+  if [[ "${ONLY}" == all || "${ONLY}" == ours-3 ]]; then run_one ours-3 "${BIN}/kube-controller-manager" 3 true true; fi
+  if [[ "${ONLY}" == all || "${ONLY}" == upstream-2 ]]; then run_one upstream-2 "${BIN}/kube-controller-manager-upstream" 2 false true; fi
+done
 {
-  echo "# Active-active bench: one Deployment of ${PODS} pods, ${NODES} kwok nodes, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# Active-active bench: one Deployment of ${PODS} pods, ${NODES} kwok nodes, ${ROUNDS} rounds, $(nproc) CPUs, commit $(git -C "${ROOT}" rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo
-  echo "| setup | seconds to roll out | longest pause between pod creations | pods created | per replica: CPU seconds over the rollout / peak RSS |"
-  echo "|---|---:|---|---:|---|"
+  echo "| setup | seconds to roll out, median (min-max) | longest pause between pod creations, median (min-max) |"
+  echo "|---|---:|---:|"
+  python3 - "${OUT}/sharded-rows.md" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    pause = re.match(r"([0-9.]+)s", cells[3])
+    rows.setdefault(cells[0], []).append((float(cells[2]), float(pause.group(1)) if pause else None))
+def fmt(xs):
+    xs = [x for x in xs if x is not None]
+    return f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})" if xs else "n/a"
+for name, rs in rows.items():
+    print(f"| {name} | {fmt([r[0] for r in rs])} | {fmt([r[1] for r in rs])} |")
+PY
+  echo
+  echo "| setup | round | seconds to roll out | longest pause between pod creations | pods created | per replica: CPU seconds over the rollout / peak RSS |"
+  echo "|---|---:|---:|---|---:|---|"
   cat "${OUT}/sharded-rows.md"
 } | tee "${OUT}/sharded.md"

@@ -31,6 +31,8 @@ BURST="${BENCH_BURST:-1000}"
 TIMEOUT="${BENCH_TIMEOUT:-900}"
 OUT="${BENCH_DIR:-${ROOT}/_output/bench}/${WORKLOAD}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
+# The scheduler gets the same client limits (see rollout.sh).
+SCHEDULER_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST}"
 NS=bench
 log() { echo "+++ [bench ${WORKLOAD} $(date -u +%H:%M:%S)] $*" >&2; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
@@ -164,6 +166,7 @@ run_one() { # NAME BINARY
   log "[${name}] cluster with ${nodes} kwok nodes (${binary##*/})"
   KCM_LOCAL_DIR="${RUN_DIR}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" KCM_LOCAL_NODES="${nodes}" \
     KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="$(free_port)" KCM_LOCAL_KCM_FLAGS="${KCM_FLAGS}" \
+    KCM_LOCAL_SCHEDULER_FLAGS="${SCHEDULER_FLAGS}" \
     KCM_LOCAL_APISERVER_FLAGS="--audit-policy-file=${POLICY} --audit-log-path=${audit} --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=1000 --max-mutating-requests-inflight=500" \
     "${ROOT}/hack/local-up.sh" >"${RUN_DIR}/local-up.log" 2>&1 &
   CLUSTER_PID=$!
@@ -175,7 +178,8 @@ run_one() { # NAME BINARY
   poll "the default ServiceAccount" 120 "${K[@]}" -n "${NS}" get serviceaccount default || return 1
   sleep 2
   OK=1
-  local cpu0 t0 t1 cpu1
+  local cpu0 t0 t1 cpu1 sampler
+  anon_sampler "${kcm_pid}" "${RUN_DIR}/anon-peak" & sampler=$!
   cpu0=$(cpu_secs "${kcm_pid}"); t0=$(now)
   "wl_${WORKLOAD}" "${K[@]}" > "${RUN_DIR}/phases.txt"
   t1=$(now); cpu1=$(cpu_secs "${kcm_pid}")
@@ -185,6 +189,8 @@ run_one() { # NAME BINARY
     awk '{print "secs_" $1 "=" $2}' "${RUN_DIR}/phases.txt"
     echo "cpu_window=$(awk -v a="${cpu0}" -v b="${cpu1}" 'BEGIN {printf "%.2f\n", b - a}')"
     echo "rss_peak_mib=$(hwm_mib "${kcm_pid}")"
+    kill "${sampler}" 2>/dev/null; wait "${sampler}" 2>/dev/null || true
+    echo "anon_peak_mib=$(cat "${RUN_DIR}/anon-peak")"
   } > "${RUN_DIR}/facts.txt"
   stop_cluster
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${RUN_DIR}/facts.txt" > "${OUT}/runs/${name}.json"

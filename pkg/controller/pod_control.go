@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +27,7 @@ const (
 
 // PodControlInterface creates, deletes and patches pods on behalf of a
 // controller object, recording events on that object. It is an interface so
-// syncs can be tested with FakePodControl.
+// syncs can be tested with testutil.FakePodControl.
 type PodControlInterface interface {
 	// CreatePods creates a pod from template, controlled by controllerRef,
 	// with generateName "<controller name>-".
@@ -180,68 +179,4 @@ func podNamePrefix(controllerName string) string {
 		return controllerName
 	}
 	return prefix
-}
-
-// FakePodControl records calls instead of making them; for unit tests.
-type FakePodControl struct {
-	sync.Mutex
-	Templates      []v1.PodTemplateSpec
-	ControllerRefs []metav1.OwnerReference
-	DeletePodName  []string
-	Patches        [][]byte
-	// Err, if set, is returned by every call (after recording it).
-	Err error
-	// CreateLimit, if > 0, makes creations beyond that many fail.
-	CreateLimit     int
-	CreateCallCount int
-}
-
-var _ PodControlInterface = &FakePodControl{}
-
-// CreatePods implements PodControlInterface.
-func (f *FakePodControl) CreatePods(ctx context.Context, namespace string, template *v1.PodTemplateSpec, object runtime.Object, controllerRef *metav1.OwnerReference) error {
-	return f.CreatePodsWithGenerateName(ctx, namespace, template, object, controllerRef, "")
-}
-
-// CreatePodsWithGenerateName implements PodControlInterface.
-func (f *FakePodControl) CreatePodsWithGenerateName(ctx context.Context, namespace string, template *v1.PodTemplateSpec, object runtime.Object, controllerRef *metav1.OwnerReference, generateName string) error {
-	f.Lock()
-	defer f.Unlock()
-	f.CreateCallCount++
-	if f.CreateLimit != 0 && f.CreateCallCount > f.CreateLimit {
-		return fmt.Errorf("not creating pod, limit %d already reached (create call %d)", f.CreateLimit, f.CreateCallCount)
-	}
-	t := *template.DeepCopy()
-	t.GenerateName = generateName
-	f.Templates = append(f.Templates, t)
-	f.ControllerRefs = append(f.ControllerRefs, *controllerRef)
-	return f.Err
-}
-
-// DeletePod implements PodControlInterface.
-func (f *FakePodControl) DeletePod(ctx context.Context, namespace string, podID string, object runtime.Object) error {
-	f.Lock()
-	defer f.Unlock()
-	f.DeletePodName = append(f.DeletePodName, podID)
-	return f.Err
-}
-
-// PatchPod implements PodControlInterface.
-func (f *FakePodControl) PatchPod(ctx context.Context, namespace, name string, data []byte) error {
-	f.Lock()
-	defer f.Unlock()
-	f.Patches = append(f.Patches, data)
-	return f.Err
-}
-
-// Clear forgets recorded calls and limits (Err is kept).
-func (f *FakePodControl) Clear() {
-	f.Lock()
-	defer f.Unlock()
-	f.Templates = nil
-	f.ControllerRefs = nil
-	f.DeletePodName = nil
-	f.Patches = nil
-	f.CreateLimit = 0
-	f.CreateCallCount = 0
 }

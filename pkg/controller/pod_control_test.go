@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func testTemplate() *v1.PodTemplateSpec {
@@ -181,3 +183,7 @@ func TestPodNamePrefix(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// The fake tests use must stay a PodControlInterface; it lives in testutil,
+// which cannot import this package, so the check is here.
+var _ PodControlInterface = &testutil.FakePodControl{}

@@ -43,7 +43,8 @@ func (s ActivePods) Less(i, j int) bool {
 //  1. a pod not assigned to a node before an assigned one;
 //  2. Pending before Unknown before Running;
 //  3. not ready before ready;
-//  4. lower controller.kubernetes.io/pod-deletion-cost first;
+//  4. lower controller.kubernetes.io/pod-deletion-cost first (with
+//     DeletionCost set);
 //  5. higher Rank first (Rank counts related pods on the same node);
 //  6. both ready: ready more recently first;
 //  7. more container restarts first (regular, then sidecar);
@@ -59,6 +60,8 @@ type ActivePodsWithRanks struct {
 	// Now is the reference time for the logarithmic comparison; zero
 	// compares plain timestamps.
 	Now metav1.Time
+	// DeletionCost (the PodDeletionCost feature) enables rule 4.
+	DeletionCost bool
 }
 
 func (s ActivePodsWithRanks) Len() int { return len(s.Pods) }
@@ -73,7 +76,7 @@ func (s ActivePodsWithRanks) Less(i, j int) bool {
 	if r, ok := compareScheduleState(pi, pj); ok {
 		return r
 	}
-	if FeatureEnabled(PodDeletionCost, true) {
+	if s.DeletionCost {
 		ci, _ := GetDeletionCostFromPodAnnotations(pi.Annotations)
 		cj, _ := GetDeletionCostFromPodAnnotations(pj.Annotations)
 		if ci != cj {

@@ -61,7 +61,7 @@ func TestActivePodsWithRanksOrder(t *testing.T) {
 		for i, p := range shuffled {
 			r[i] = ranks[p.Name]
 		}
-		sort.Sort(ActivePodsWithRanks{Pods: shuffled, Rank: r, Now: metav1.NewTime(now)})
+		sort.Sort(ActivePodsWithRanks{Pods: shuffled, Rank: r, Now: metav1.NewTime(now), DeletionCost: true})
 		for i := range pods {
 			if shuffled[i].Name != pods[i].Name {
 				t.Fatalf("seed %d: position %d is %s, want %s", seed, i, shuffled[i].Name, pods[i].Name)
@@ -120,5 +120,20 @@ func TestDeletionCostParsing(t *testing.T) {
 	}
 	if got, err := GetDeletionCostFromPodAnnotations(nil); got != 0 || err != nil {
 		t.Fatal("missing annotation is 0")
+	}
+}
+
+// Without DeletionCost the annotation is ignored and Rank decides.
+func TestActivePodsWithRanksDeletionCostOff(t *testing.T) {
+	now := time.Now()
+	cheap := rankPod("cheap", onNode("n"), inPhase(v1.PodRunning), readyAt(now.Add(-time.Hour)), deletionCost("-10"))
+	crowded := rankPod("crowded", onNode("n"), inPhase(v1.PodRunning), readyAt(now.Add(-time.Hour)))
+	s := ActivePodsWithRanks{Pods: []*v1.Pod{cheap, crowded}, Rank: []int{0, 3}, Now: metav1.NewTime(now), DeletionCost: true}
+	if !s.Less(0, 1) {
+		t.Fatal("with DeletionCost the cheaper pod must go first")
+	}
+	s.DeletionCost = false
+	if !s.Less(1, 0) || s.Less(0, 1) {
+		t.Fatal("without DeletionCost the higher-ranked pod must go first")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 var rsKind = apps.SchemeGroupVersion.WithKind("ReplicaSet")
@@ -65,7 +67,7 @@ func TestClaimPods(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pc := &FakePodControl{Err: tc.patchErr}
+			pc := &testutil.FakePodControl{Err: tc.patchErr}
 			m := NewPodControllerRefManager(pc, tc.owner, sel, rsKind, func(context.Context) error { return tc.canAdoptErr })
 			claimed, err := m.ClaimPods(context.Background(), []*v1.Pod{tc.pod})
 			if (err != nil) != tc.wantErr {
@@ -90,7 +92,7 @@ func deletedRS(rs *apps.ReplicaSet, at metav1.Time) *apps.ReplicaSet {
 func TestCanAdoptRunsOnce(t *testing.T) {
 	rs := testRS("rs", "rs-uid")
 	calls := 0
-	m := NewPodControllerRefManager(&FakePodControl{}, rs, labels.Everything(), rsKind, func(context.Context) error { calls++; return nil })
+	m := NewPodControllerRefManager(&testutil.FakePodControl{}, rs, labels.Everything(), rsKind, func(context.Context) error { calls++; return nil })
 	pods := []*v1.Pod{testPod("a", nil, nil), testPod("b", nil, nil), testPod("c", nil, nil)}
 	claimed, err := m.ClaimPods(context.Background(), pods)
 	if err != nil || len(claimed) != 3 || calls != 1 {
@@ -98,7 +100,7 @@ func TestCanAdoptRunsOnce(t *testing.T) {
 	}
 	// No adoption needed: canAdopt isn't called at all.
 	calls = 0
-	m = NewPodControllerRefManager(&FakePodControl{}, rs, labels.Everything(), rsKind, func(context.Context) error { calls++; return nil })
+	m = NewPodControllerRefManager(&testutil.FakePodControl{}, rs, labels.Everything(), rsKind, func(context.Context) error { calls++; return nil })
 	_, _ = m.ClaimPods(context.Background(), []*v1.Pod{testPod("d", nil, metav1.NewControllerRef(rs, rsKind))})
 	if calls != 0 {
 		t.Fatalf("canAdopt called without adoption")
@@ -107,7 +109,7 @@ func TestCanAdoptRunsOnce(t *testing.T) {
 
 func TestClaimPodsFilters(t *testing.T) {
 	rs := testRS("rs", "rs-uid")
-	m := NewPodControllerRefManager(&FakePodControl{}, rs, labels.Everything(), rsKind, nil)
+	m := NewPodControllerRefManager(&testutil.FakePodControl{}, rs, labels.Everything(), rsKind, nil)
 	claimed, _ := m.ClaimPods(context.Background(), []*v1.Pod{testPod("a", nil, nil), testPod("b", nil, nil)},
 		func(p *v1.Pod) bool { return p.Name == "a" })
 	if len(claimed) != 1 || claimed[0].Name != "a" {

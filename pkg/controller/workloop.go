@@ -35,7 +35,12 @@ func NewNamedTypedQueue[T comparable](name string) workqueue.TypedRateLimitingIn
 //	loop.Run(ctx, workers, dInformerSynced, rsInformerSynced)
 //
 // A sync returning nil makes the queue forget the key's failures; an error
-// requeues the key with backoff. Sync is never called concurrently for one key.
+// requeues the key with backoff, unless made by RetryAfter,
+// RetryAfterServerDelay, GiveUp or Quietly (syncresult.go). Sync is never
+// called concurrently for one key.
+//
+// Run under a context from WithStatus, the loop reports its queue, workers,
+// syncs and errors for /debug/controllers.
 type WorkLoop[T comparable] struct {
 	// Name identifies the controller in logs (usually the queue name).
 	Name string
@@ -57,6 +62,7 @@ func (l *WorkLoop[T]) Run(ctx context.Context, workers int, synced ...cache.Info
 	logger.Info("Starting controller", "name", l.Name)
 	defer logger.Info("Shutting down controller", "name", l.Name)
 
+	l.report(ctx)
 	if !WaitForCacheSync(ctx, l.Name, synced...) {
 		l.Queue.ShutDown()
 		return
@@ -69,6 +75,10 @@ func (l *WorkLoop[T]) Run(ctx context.Context, workers int, synced ...cache.Info
 // Use it directly when a controller must do more between the cache sync
 // and the start of its workers.
 func (l *WorkLoop[T]) RunWorkers(ctx context.Context, workers int) {
+	l.report(ctx)
+	st := StatusFrom(ctx)
+	st.addWorkers(workers)
+	defer st.addWorkers(-workers)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		wg.Go(func() {
@@ -84,6 +94,18 @@ func (l *WorkLoop[T]) RunWorkers(ctx context.Context, workers int) {
 	wg.Wait()
 }
 
+// Enqueue queues key now.
+func (l *WorkLoop[T]) Enqueue(key T) { l.Queue.Add(key) }
+
+// EnqueueAfter queues key once delay has passed.
+func (l *WorkLoop[T]) EnqueueAfter(key T, delay time.Duration) { l.Queue.AddAfter(key, delay) }
+
+// report shows the loop's queue on the page of the controller running
+// under ctx.
+func (l *WorkLoop[T]) report(ctx context.Context) {
+	StatusFrom(ctx).ReportQueue(l.Name, l.Queue.Len)
+}
+
 // ProcessNextWorkItem handles one key. It returns false once the queue has
 // been shut down. Exported so tests can step a controller one key at a time.
 func (l *WorkLoop[T]) ProcessNextWorkItem(ctx context.Context) bool {
@@ -93,19 +115,48 @@ func (l *WorkLoop[T]) ProcessNextWorkItem(ctx context.Context) bool {
 	}
 	defer l.Queue.Done(key)
 
+	st := StatusFrom(ctx)
+	id := st.beginSync(key, time.Now())
 	err := l.callSync(ctx, key)
+	st.endSync(id, err, time.Now())
+	l.handleResult(ctx, key, err)
+	return true
+}
+
+// handleResult requeues, forgets or drops key as the sync's result says.
+func (l *WorkLoop[T]) handleResult(ctx context.Context, key T, err error) {
 	if err == nil {
 		l.Queue.Forget(key)
-		return true
+		return
 	}
-	if l.MaxRetries > 0 && l.Queue.NumRequeues(key) >= l.MaxRetries {
+	out, ok := outcomeOf(err)
+	if ok && out.quiet {
+		klog.FromContext(ctx).V(4).Info("Sync failed; requeuing", "controller", l.Name, "key", key, "err", err)
+	}
+	switch {
+	case ok && out.giveUp:
+		if !out.quiet {
+			utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue", "controller", l.Name, "key", key)
+		}
+		l.Queue.Forget(key)
+	case ok && out.delay > 0:
+		if out.err != nil && !out.quiet {
+			utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing after a delay", "controller", l.Name, "key", key, "delay", out.delay)
+		}
+		// A delay the sync chose is not a failure: no backoff builds up.
+		if !out.keepBackoff {
+			l.Queue.Forget(key)
+		}
+		l.Queue.AddAfter(key, out.delay)
+	case l.MaxRetries > 0 && l.Queue.NumRequeues(key) >= l.MaxRetries:
 		utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after retries", "controller", l.Name, "key", key)
 		l.Queue.Forget(key)
-		return true
+	default:
+		if !ok || !out.quiet {
+			utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing", "controller", l.Name, "key", key)
+		}
+		l.Queue.AddRateLimited(key)
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing", "controller", l.Name, "key", key)
-	l.Queue.AddRateLimited(key)
-	return true
 }
 
 // callSync runs Sync, turning a panic into an error once utilruntime has
@@ -121,6 +172,7 @@ func (l *WorkLoop[T]) callSync(ctx context.Context, key T) (err error) {
 // controller name so a stuck start is easy to attribute. It returns false
 // if ctx was cancelled first.
 func WaitForCacheSync(ctx context.Context, name string, synced ...cache.InformerSynced) bool {
+	StatusFrom(ctx).ReportSynced(synced...)
 	logger := klog.FromContext(ctx).WithValues("controller", name)
 	return cache.WaitForNamedCacheSyncWithContext(klog.NewContext(ctx, logger), synced...)
 }

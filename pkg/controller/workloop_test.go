@@ -3,12 +3,16 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/workqueue" // what the app imports
 )
@@ -156,4 +160,172 @@ func TestWorkqueueMetricsCarryQueueName(t *testing.T) {
 	if len(missing) > 0 {
 		t.Fatalf("metrics without name=test-metrics-name: %s", strings.Join(missing, ", "))
 	}
+}
+
+func TestWorkLoopOutcomes(t *testing.T) {
+	tooMany := apierrors.NewTooManyRequests("slow down", 7)
+	cases := []struct {
+		name       string
+		err        error
+		wantRetry  int           // NumRequeues after the sync
+		wantAfter  time.Duration // the delay AddAfter got, 0 for none
+		wantQueued bool          // the key comes back by a rate-limited add
+	}{
+		{name: "done", err: nil},
+		{name: "plain error retries with backoff", err: errors.New("boom"), wantRetry: 1, wantQueued: true},
+		{name: "retry after a delay", err: RetryAfter(time.Minute, nil), wantAfter: time.Minute},
+		{name: "retry after a delay with an error", err: RetryAfter(time.Hour, errors.New("later")), wantAfter: time.Hour},
+		{name: "server-suggested delay", err: RetryAfterServerDelay(tooMany), wantAfter: 7 * time.Second},
+		{name: "server suggests nothing: backoff", err: RetryAfterServerDelay(errors.New("x")), wantRetry: 1, wantQueued: true},
+		{name: "give up", err: GiveUp(errors.New("bad spec"))},
+		{name: "quiet retries with backoff", err: Quietly(errors.New("conflict")), wantRetry: 1, wantQueued: true},
+		{name: "quiet keeps a delay", err: Quietly(RetryAfter(time.Minute, errors.New("x"))), wantAfter: time.Minute},
+		{name: "wrapped outcome", err: fmt.Errorf("ctx: %w", GiveUp(errors.New("x")))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &recordingQueue{TypedRateLimitingInterface: NewNamedQueue("")}
+			defer q.ShutDown()
+			loop := WorkLoop[string]{Name: "t", Queue: q, Sync: func(context.Context, string) error { return tc.err }}
+			q.Add("a")
+			loop.ProcessNextWorkItem(context.Background())
+			if got := q.NumRequeues("a"); got != tc.wantRetry {
+				t.Errorf("NumRequeues = %d, want %d", got, tc.wantRetry)
+			}
+			if q.after != tc.wantAfter {
+				t.Errorf("AddAfter delay = %s, want %s", q.after, tc.wantAfter)
+			}
+			if q.rateLimited != tc.wantQueued {
+				t.Errorf("AddRateLimited called = %v, want %v", q.rateLimited, tc.wantQueued)
+			}
+		})
+	}
+}
+
+func TestWorkLoopRequeueAfterKeepsBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		second    error
+		wantRetry int
+	}{
+		{name: "RequeueAfter keeps the failure count", second: RequeueAfter(time.Hour), wantRetry: 1},
+		{name: "RetryAfter forgets it", second: RetryAfter(time.Hour, nil), wantRetry: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &recordingQueue{TypedRateLimitingInterface: NewNamedQueue("")}
+			defer q.ShutDown()
+			results := []error{errors.New("boom"), tc.second}
+			loop := WorkLoop[string]{Name: "t", Queue: q, Sync: func(context.Context, string) error {
+				err := results[0]
+				results = results[1:]
+				return err
+			}}
+			q.Add("a")
+			loop.ProcessNextWorkItem(context.Background()) // fails; back after 5ms
+			loop.ProcessNextWorkItem(context.Background())
+			if got := q.NumRequeues("a"); got != tc.wantRetry {
+				t.Errorf("NumRequeues = %d, want %d", got, tc.wantRetry)
+			}
+			if q.after != time.Hour {
+				t.Errorf("AddAfter delay = %s, want 1h", q.after)
+			}
+		})
+	}
+}
+
+func TestWorkLoopEnqueue(t *testing.T) {
+	q := &recordingQueue{TypedRateLimitingInterface: NewNamedQueue("")}
+	defer q.ShutDown()
+	loop := WorkLoop[string]{Name: "t", Queue: q}
+	loop.Enqueue("a")
+	loop.EnqueueAfter("b", time.Hour)
+	if q.Len() != 1 || q.after != time.Hour {
+		t.Fatalf("len=%d after=%s, want 1 and 1h", q.Len(), q.after)
+	}
+}
+
+func TestWorkLoopReportsStatus(t *testing.T) {
+	reg := NewStatusRegistry()
+	st := reg.Controller("c")
+	st.Start(time.Now())
+	ctx := WithStatus(context.Background(), st)
+	q := NewNamedQueue("")
+	defer q.ShutDown()
+	release := make(chan struct{})
+	inSync := make(chan struct{})
+	fail := true
+	loop := WorkLoop[string]{Name: "q", Queue: q, Sync: func(_ context.Context, key string) error {
+		if key == "slow" {
+			close(inSync)
+			<-release
+		}
+		if fail {
+			return errors.New("it broke")
+		}
+		return nil
+	}}
+	loop.report(ctx)
+	st.ReportSynced(func() bool { return true })
+	q.Add("a")
+	loop.ProcessNextWorkItem(ctx)
+	snap := reg.Snapshot(time.Now())[0]
+	if snap.LastError == nil || snap.LastError.Key != "a" || snap.LastError.Message != "it broke" || snap.LastSuccess != nil {
+		t.Fatalf("after a failed sync: %+v", snap)
+	}
+	if snap.QueueDepth == nil || snap.InformersSynced == nil || !*snap.InformersSynced || len(snap.Queues) != 1 || snap.Queues[0] != "q" {
+		t.Fatalf("queue or informers not reported: %+v", snap)
+	}
+
+	fail = false
+	q.Add("slow")
+	done := make(chan struct{})
+	go func() {
+		loop.ProcessNextWorkItem(ctx)
+		close(done)
+	}()
+	<-inSync
+	if snap := reg.Snapshot(time.Now())[0]; snap.LongestSync == nil || snap.LongestSync.Key != "slow" {
+		t.Fatalf("running sync not shown: %+v", snap.LongestSync)
+	}
+	close(release)
+	<-done
+	snap = reg.Snapshot(time.Now())[0]
+	if snap.LongestSync != nil || snap.LastSuccess == nil || snap.LastError == nil {
+		t.Fatalf("after a successful sync: %+v", snap)
+	}
+	st.Stop()
+	if snap := reg.Snapshot(time.Now())[0]; snap.Running || snap.QueueDepth != nil {
+		t.Fatalf("after Stop: %+v", snap)
+	}
+}
+
+func TestTombstoneHelpers(t *testing.T) {
+	type obj struct{ n int }
+	o := &obj{1}
+	if got, ok := FromTombstone[*obj](o); !ok || got != o {
+		t.Fatal("plain object not returned")
+	}
+	if got, ok := FromTombstone[*obj](cache.DeletedFinalStateUnknown{Key: "k", Obj: o}); !ok || got != o {
+		t.Fatal("tombstone not unwrapped")
+	}
+	if _, ok := FromTombstone[*obj](cache.DeletedFinalStateUnknown{Key: "k", Obj: "other"}); ok {
+		t.Fatal("wrong type accepted")
+	}
+}
+
+// recordingQueue remembers AddAfter's delay and whether AddRateLimited ran.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	after       time.Duration
+	rateLimited bool
+}
+
+func (q *recordingQueue) AddAfter(key string, d time.Duration) {
+	q.after = d
+	q.TypedRateLimitingInterface.AddAfter(key, d)
+}
+
+func (q *recordingQueue) AddRateLimited(key string) {
+	q.rateLimited = true
+	q.TypedRateLimitingInterface.AddRateLimited(key)
 }

@@ -64,7 +64,7 @@ func TestAllControllersStart(t *testing.T) {
 	cp := framework.Shared(t)
 	caCert, caKey := writeCA(t)
 	p := startKCM(t, "--leader-elect=false",
-		"--controllers=*,bootstrap-signer-controller,token-cleaner-controller",
+		"--controllers=*,bootstrap-signer-controller,token-cleaner-controller,selinux-warning-controller",
 		"--service-account-private-key-file="+cp.ServiceAccountKeyFile,
 		"--root-ca-file="+caCert,
 		"--cluster-signing-cert-file="+caCert, "--cluster-signing-key-file="+caKey,
@@ -105,7 +105,7 @@ func TestAllControllersStart(t *testing.T) {
 		t.Fatalf("/metrics = %d: %s", code, tail(metrics, 2000))
 	}
 	t.Logf("queues: %v", queueNames(metrics))
-	for _, m := range []string{`workqueue_depth{name="resource_claim"}`, `workqueue_depth{name="device-taint-eviction-controller"}`, `workqueue_depth{name="pvcs"}`, "rest_client_requests_total"} {
+	for _, m := range []string{`workqueue_depth{name="resource_claim"}`, `workqueue_depth{name="device-taint-eviction-controller"}`, `workqueue_depth{name="pvcs"}`, `workqueue_depth{name="selinux_warning"}`, "rest_client_requests_total"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

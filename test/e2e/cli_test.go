@@ -21,6 +21,10 @@ func TestBadInputExitsOne(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("this: [is not a kubeconfig"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	noLeaderName := filepath.Join(t.TempDir(), "migration.yaml")
+	if err := os.WriteFile(noLeaderName, []byte("apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -35,6 +39,10 @@ func TestBadInputExitsOne(t *testing.T) {
 		{"negative concurrency", []string{"--concurrent-deployment-syncs=-1"}, "concurrent-deployment-syncs"},
 		{"unknown feature gate", []string{"--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
 		{"bad duration", []string{"--min-resync-period=soon"}, "min-resync-period"},
+		{"invalid leader migration config", []string{"--kubeconfig=" + framework.Shared(t).Kubeconfig, "--enable-leader-migration", "--leader-migration-config=" + noLeaderName}, "leaderName"},
+		{"missing leader migration config", []string{"--kubeconfig=" + framework.Shared(t).Kubeconfig, "--enable-leader-migration", "--leader-migration-config=/does/not/exist.yaml"}, "/does/not/exist.yaml"},
+		{"sharded with leader migration", []string{"--leader-elect-sharded", "--enable-leader-migration"}, "--enable-leader-migration"},
+		{"sharded with coordinated election", []string{"--leader-elect-sharded", "--feature-gates=CoordinatedLeaderElection=true"}, "CoordinatedLeaderElection"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,8 +97,9 @@ func TestUnreachableAPIServerExitsOne(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "failed to wait for apiserver being healthy") {
 		t.Fatalf("exit %d after %s; output:\n%s", code, took, tail(out, 2000))
 	}
-	if took < 9*time.Second || took > 40*time.Second {
-		t.Fatalf("exited after %s, want about 10s of waiting", took)
+	// It waited (runKCM fails the test if it never exits).
+	if took < 9*time.Second {
+		t.Fatalf("exited after %s, want about 10s of waiting first", took)
 	}
 }
 

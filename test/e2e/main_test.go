@@ -67,7 +67,12 @@ func startKCM(t *testing.T, extra ...string) *kcmProcess {
 
 func startKCMTB(t testing.TB, extra ...string) *kcmProcess {
 	t.Helper()
-	cp := framework.Shared(t)
+	return startKCMOn(t, framework.Shared(t), kcmBinary, extra...)
+}
+
+// startKCMOn runs binary against cp, as startKCM does.
+func startKCMOn(t testing.TB, cp *framework.ControlPlane, binary string, extra ...string) *kcmProcess {
+	t.Helper()
 	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +86,7 @@ func startKCMTB(t testing.TB, extra ...string) *kcmProcess {
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + t.TempDir(),
 	}, extra...)
-	p.cmd = exec.Command(kcmBinary, args...)
+	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -102,7 +107,8 @@ func startKCMTB(t testing.TB, extra ...string) *kcmProcess {
 }
 
 // stop signals the process and waits for it to exit; it returns the exit
-// code (-1 when a signal ended it) and whether it exited in time.
+// code (-1 when a signal ended it) and whether it exited in time. A zero
+// timeout waits as long as it takes (go test's -timeout catches a hang).
 func (p *kcmProcess) stop(sig syscall.Signal, timeout time.Duration) (int, bool) {
 	select {
 	case <-p.done:
@@ -110,10 +116,14 @@ func (p *kcmProcess) stop(sig syscall.Signal, timeout time.Duration) (int, bool)
 	default:
 	}
 	_ = p.cmd.Process.Signal(sig)
+	var expired <-chan time.Time
+	if timeout > 0 {
+		expired = time.After(timeout)
+	}
 	select {
 	case <-p.done:
 		return p.exitCode, true
-	case <-time.After(timeout):
+	case <-expired:
 		return 0, false
 	}
 }
@@ -123,14 +133,20 @@ func (p *kcmProcess) url(path string) string {
 }
 
 // runKCM runs the binary to completion and returns its exit code and output.
+// It waits as long as the test may run: a loaded machine is slow, and a
+// hang is killed just before go test's -timeout.
 func runKCM(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := context.Background()
+	if deadline, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-10*time.Second))
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, kcmBinary, args...)
 	out, _ := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		t.Fatalf("kube-controller-manager %v did not exit within 60s; output:\n%s", args, out)
+		t.Fatalf("kube-controller-manager %v did not exit before the test deadline; output:\n%s", args, out)
 	}
 	return cmd.ProcessState.ExitCode(), string(out)
 }

@@ -164,6 +164,8 @@ func TestSwapWithUpstream(t *testing.T) {
 	}
 
 	legacyRevision := createLegacySet(ctx, t, c, ns)
+	// Sentinels live apart so the snapshots of ns do not see them.
+	sentinelNS := framework.CreateNamespace(t, c, "swap-sentinel")
 
 	// Upstream creates and rolls out the Deployment (two ReplicaSets).
 	up := run(upstream)
@@ -209,8 +211,9 @@ func TestSwapWithUpstream(t *testing.T) {
 	}
 	waitRolledOut(t, c, ns, 3)
 	waitLegacySet(t, c, ns, legacyRevision)
-	// Let upstream finish trailing writes before it stops.
-	time.Sleep(2 * time.Second)
+	// Let upstream finish trailing writes before it stops: it has acted on
+	// objects made after these.
+	waitSentinel(t, c, sentinelNS, "after-upstream-rollout")
 	before := takeSnapshot(t, c, ns)
 	if len(before.replicaSets) != 2 || len(before.revisions) != 3 {
 		t.Fatalf("upstream left %d ReplicaSets and %d ControllerRevisions, want 2 and 3", len(before.replicaSets), len(before.revisions))
@@ -219,7 +222,9 @@ func TestSwapWithUpstream(t *testing.T) {
 
 	// Ours takes over: nothing changes.
 	ours := run(kcmBinary)
-	time.Sleep(8 * time.Second)
+	// Positive control: ours is running and syncing (it acted on objects
+	// made after it started), so a change it were to make would show.
+	waitSentinel(t, c, sentinelNS, "ours-started")
 	sameSnapshot(t, "upstream -> ours", before, takeSnapshot(t, c, ns))
 	waitRolledOut(t, c, ns, 3)
 
@@ -228,7 +233,7 @@ func TestSwapWithUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRolledOut(t, c, ns, 4)
-	time.Sleep(2 * time.Second)
+	waitSentinel(t, c, sentinelNS, "after-ours-scale")
 	scaled := takeSnapshot(t, c, ns)
 	if len(scaled.replicaSets) != 2 || len(scaled.pods) != 7 {
 		t.Fatalf("after scale-up by ours: %d ReplicaSets, %d pods; want 2, 7 (4 of the Deployment, 2+1 of the StatefulSets)", len(scaled.replicaSets), len(scaled.pods))
@@ -238,7 +243,7 @@ func TestSwapWithUpstream(t *testing.T) {
 
 	// And back to upstream: nothing changes either.
 	run(upstream)
-	time.Sleep(8 * time.Second)
+	waitSentinel(t, c, sentinelNS, "upstream-restarted")
 	sameSnapshot(t, "ours -> upstream", scaled, takeSnapshot(t, c, ns))
 }
 
@@ -294,5 +299,49 @@ func waitLegacySet(t *testing.T, c clientset.Interface, ns, revision string) {
 			return false, fmt.Errorf("a new revision %s was made for the legacy set", s.UpdateRevision)
 		}
 		return s.ObservedGeneration == set.Generation && s.ReadyReplicas == 1 && s.CurrentRevision == revision && s.UpdateRevision == revision, nil
+	})
+}
+
+// waitSentinel creates a Deployment and a StatefulSet named name in ns and
+// waits until the running controller manager has made the Deployment's
+// ReplicaSet, that ReplicaSet's pod and the StatefulSet's pod. It proves
+// the deployment, replicaset and statefulset controllers are running and
+// have worked through objects made after everything before this call, so a
+// following "nothing changed" check would see a change they had made.
+func waitSentinel(t *testing.T, c clientset.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	lbl := map[string]string{"sentinel": name}
+	tmpl := v1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: lbl}, Template: tmpl},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setLbl := map[string]string{"sentinel-set": name}
+	setTmpl := *tmpl.DeepCopy()
+	setTmpl.Labels = setLbl
+	if _, err := c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: setLbl}, Template: setTmpl},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 90*time.Second, "sentinel "+name+" acted on", func(ctx context.Context) (bool, error) {
+		rss, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "sentinel=" + name})
+		if err != nil {
+			return false, err
+		}
+		if len(rss.Items) != 1 || rss.Items[0].Status.Replicas != 1 {
+			return false, nil
+		}
+		if _, err := c.CoreV1().Pods(ns).Get(ctx, name+"-0", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		return true, nil
 	})
 }

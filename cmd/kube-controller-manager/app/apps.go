@@ -6,66 +6,14 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/component-base/featuregate"
 
-	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/daemon"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/replicaset"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/replication"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/statefulset"
+	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
-
-// initFuncs maps the implemented controllers to their constructors.
-func initFuncs() map[string]InitFunc {
-	return map[string]InitFunc{
-		names.DeploymentController:                                      newDeploymentController,
-		names.ReplicaSetController:                                      newReplicaSetController,
-		names.ReplicationControllerController:                           newReplicationController,
-		names.ServiceAccountController:                                  newServiceAccountController,
-		names.RootCACertificatePublisherController:                      newRootCACertificatePublisherController,
-		names.NamespaceController:                                       newNamespaceController,
-		names.NodeLifecycleController:                                   newNodeLifecycleController,
-		names.TaintEvictionController:                                   newTaintEvictionController,
-		names.GarbageCollectorController:                                newGarbageCollectorController,
-		names.JobController:                                             newJobController,
-		names.CronJobController:                                         newCronJobController,
-		names.EndpointSliceController:                                   newEndpointSliceController,
-		names.EndpointsController:                                       newEndpointsController,
-		names.CertificateSigningRequestApprovingController:              newCSRApprovingController,
-		names.CertificateSigningRequestCleanerController:                newCSRCleanerController,
-		names.ClusterRoleAggregationController:                          newClusterRoleAggregationController,
-		names.TTLController:                                             newTTLController,
-		names.TTLAfterFinishedController:                                newTTLAfterFinishedController,
-		names.PodGarbageCollectorController:                             newPodGarbageCollectorController,
-		names.StatefulSetController:                                     newStatefulSetController,
-		names.DisruptionController:                                      newDisruptionController,
-		names.ResourceQuotaController:                                   newResourceQuotaController,
-		names.DaemonSetController:                                       newDaemonSetController,
-		names.EndpointSliceMirroringController:                          newEndpointSliceMirroringController,
-		names.PersistentVolumeClaimProtectionController:                 newPVCProtectionController,
-		names.PersistentVolumeProtectionController:                      newPVProtectionController,
-		names.EphemeralVolumeController:                                 newEphemeralVolumeController,
-		names.NodeIPAMController:                                        newNodeIPAMController,
-		names.ServiceCIDRController:                                     newServiceCIDRController,
-		names.VolumeAttributesClassProtectionController:                 newVACProtectionController,
-		names.HorizontalPodAutoscalerController:                         newHorizontalPodAutoscalerController,
-		names.PersistentVolumeExpanderController:                        newPersistentVolumeExpanderController,
-		names.PersistentVolumeAttachDetachController:                    newAttachDetachController,
-		names.PersistentVolumeBinderController:                          newPersistentVolumeBinderController,
-		names.ResourceClaimController:                                   newResourceClaimController,
-		names.DeviceTaintEvictionController:                             newDeviceTaintEvictionController,
-		names.ValidatingAdmissionPolicyStatusController:                 newValidatingAdmissionPolicyStatusController,
-		names.StorageVersionMigratorController:                          newStorageVersionMigratorController,
-		names.KubeAPIServerServingClusterTrustBundlePublisherController: newKubeAPIServerServingCTBPublisher,
-		names.PodCertificateRequestCleanerController:                    newPodCertificateRequestCleanerController,
-		names.CertificateSigningRequestSigningController:                newCSRSigningController,
-		names.BootstrapSignerController:                                 newBootstrapSignerController,
-		names.TokenCleanerController:                                    newTokenCleanerController,
-		names.LegacyServiceAccountTokenCleanerController:                newLegacySATokenCleanerController,
-		// The ServiceAccount token controller needs the root client
-		// builder, so Run installs its init func.
-	}
-}
 
 // The client names below are the ServiceAccounts upstream's bootstrap RBAC
 // binds (system:controller:<name>), used with --use-service-account-credentials.
@@ -79,7 +27,7 @@ func newDeploymentController(ctx context.Context, cc ControllerContext, name str
 		cc.InformerFactory.Apps().V1().Deployments(),
 		cc.InformerFactory.Apps().V1().ReplicaSets(),
 		cc.InformerFactory.Core().V1().Pods(),
-		client)
+		client, deploymentFeatures(defaultFeatureGate()))
 	if err != nil {
 		return nil, err
 	}
@@ -96,24 +44,10 @@ func newReplicaSetController(ctx context.Context, cc ControllerContext, name str
 	rsc := replicaset.NewReplicaSetController(ctx,
 		cc.InformerFactory.Apps().V1().ReplicaSets(),
 		cc.InformerFactory.Core().V1().Pods(),
-		client, replicaset.BurstReplicas)
+		client, replicaset.BurstReplicas, replicaSetFeatures(defaultFeatureGate()))
 	rsc.WithNamespaceInformer(cc.InformerFactory.Core().V1().Namespaces())
 	workers := int(cc.ComponentConfig.ReplicaSetController.ConcurrentRSSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { rsc.Run(ctx, workers) }), nil
-}
-
-func newReplicationController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
-	client, err := cc.NewClient("replication-controller")
-	if err != nil {
-		return nil, err
-	}
-	rm := replication.NewReplicationManager(ctx,
-		cc.InformerFactory.Core().V1().Pods(),
-		cc.InformerFactory.Core().V1().ReplicationControllers(),
-		client, replicaset.BurstReplicas)
-	rm.WithNamespaceInformer(cc.InformerFactory.Core().V1().Namespaces())
-	workers := int(cc.ComponentConfig.ReplicationController.ConcurrentRCSyncs)
-	return newControllerLoop(name, func(ctx context.Context) { rm.Run(ctx, workers) }), nil
 }
 
 func newStatefulSetController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -126,7 +60,7 @@ func newStatefulSetController(ctx context.Context, cc ControllerContext, name st
 		cc.InformerFactory.Apps().V1().StatefulSets(),
 		cc.InformerFactory.Core().V1().PersistentVolumeClaims(),
 		cc.InformerFactory.Apps().V1().ControllerRevisions(),
-		client)
+		client, statefulSetFeatures(defaultFeatureGate()))
 	workers := int(cc.ComponentConfig.StatefulSetController.ConcurrentStatefulSetSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { ssc.Run(ctx, workers) }), nil
 }
@@ -142,10 +76,39 @@ func newDaemonSetController(ctx context.Context, cc ControllerContext, name stri
 		cc.InformerFactory.Core().V1().Pods(),
 		cc.InformerFactory.Core().V1().Nodes(),
 		client,
-		flowcontrol.NewBackOff(1*time.Second, 15*time.Minute))
+		flowcontrol.NewBackOff(1*time.Second, 15*time.Minute),
+		daemonSetFeatures(defaultFeatureGate()))
 	if err != nil {
 		return nil, fmt.Errorf("error creating DaemonSets controller: %w", err)
 	}
 	workers := int(cc.ComponentConfig.DaemonSetController.ConcurrentDaemonSetSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { dsc.Run(ctx, workers) }), nil
+}
+
+func deploymentFeatures(fg featuregate.FeatureGate) deployment.Features {
+	return deployment.Features{TerminatingReplicas: fg.Enabled(features.DeploymentReplicaSetTerminatingReplicas)}
+}
+
+func replicaSetFeatures(fg featuregate.FeatureGate) replicaset.Features {
+	return replicaset.Features{
+		TerminatingReplicas:        fg.Enabled(features.DeploymentReplicaSetTerminatingReplicas),
+		StaleControllerConsistency: fg.Enabled(features.StaleControllerConsistencyReplicaSet),
+		PodDeletionCost:            fg.Enabled(features.PodDeletionCost),
+	}
+}
+
+func statefulSetFeatures(fg featuregate.FeatureGate) statefulset.Features {
+	return statefulset.Features{
+		MaxUnavailableStatefulSet:             fg.Enabled(features.MaxUnavailableStatefulSet),
+		StatefulSetRecreateStrategy:           fg.Enabled(features.StatefulSetRecreateStrategy),
+		StatefulSetSemanticRevisionComparison: fg.Enabled(features.StatefulSetSemanticRevisionComparison),
+		StaleControllerConsistency:            fg.Enabled(features.StaleControllerConsistencyStatefulSet),
+	}
+}
+
+func daemonSetFeatures(fg featuregate.FeatureGate) daemon.Features {
+	return daemon.Features{
+		StaleControllerConsistency:         fg.Enabled(features.StaleControllerConsistencyDaemonSet),
+		TaintTolerationComparisonOperators: fg.Enabled(features.TaintTolerationComparisonOperators),
+	}
 }

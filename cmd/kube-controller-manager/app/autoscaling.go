@@ -6,9 +6,11 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/scale"
+	"k8s.io/component-base/featuregate"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/podautoscaler"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/podautoscaler/metrics"
+	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 func newHorizontalPodAutoscalerController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -38,7 +40,19 @@ func newHorizontalPodAutoscalerController(ctx context.Context, cc ControllerCont
 		cfg.HorizontalPodAutoscalerDownscaleStabilizationWindow.Duration,
 		cfg.HorizontalPodAutoscalerTolerance,
 		cfg.HorizontalPodAutoscalerCPUInitializationPeriod.Duration,
-		cfg.HorizontalPodAutoscalerInitialReadinessDelay.Duration)
+		cfg.HorizontalPodAutoscalerInitialReadinessDelay.Duration,
+		hpaFeatures(defaultFeatureGate()))
 	workers := int(cfg.ConcurrentHorizontalPodAutoscalerSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { hc.Run(ctx, workers) }), nil
+}
+
+func hpaFeatures(fg featuregate.FeatureGate) podautoscaler.Features {
+	return podautoscaler.Features{
+		HPAGeneration:              fg.Enabled(features.HPAGeneration),
+		HPAConfigurableTolerance:   fg.Enabled(features.HPAConfigurableTolerance),
+		HPAScaleToZero:             fg.Enabled(features.HPAScaleToZero),
+		PodLevelResources:          fg.Enabled(features.PodLevelResources),
+		HPAOptimizedSelectorStore:  fg.Enabled(features.HPAOptimizedSelectorStore),
+		StaleControllerConsistency: fg.Enabled(features.StaleControllerConsistencyHPA),
+	}
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/component-base/featuregate"
+
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/cronjob"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/job"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/podgc"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/ttlafterfinished"
+	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 func newJobController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -15,32 +16,13 @@ func newJobController(ctx context.Context, cc ControllerContext, name string) (C
 	if err != nil {
 		return nil, err
 	}
-	jc, err := job.NewController(ctx, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Batch().V1().Jobs(), client)
+	jc, err := job.NewController(ctx, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Batch().V1().Jobs(), client,
+		jobFeatures(defaultFeatureGate()))
 	if err != nil {
 		return nil, err
 	}
 	workers := int(cc.ComponentConfig.JobController.ConcurrentJobSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { jc.Run(ctx, workers) }), nil
-}
-
-func newTTLAfterFinishedController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
-	client, err := cc.NewClient("ttl-after-finished-controller")
-	if err != nil {
-		return nil, err
-	}
-	tc := ttlafterfinished.New(ctx, cc.InformerFactory.Batch().V1().Jobs(), client)
-	workers := int(cc.ComponentConfig.TTLAfterFinishedController.ConcurrentTTLSyncs)
-	return newControllerLoop(name, func(ctx context.Context) { tc.Run(ctx, workers) }), nil
-}
-
-func newPodGarbageCollectorController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
-	client, err := cc.NewClient("pod-garbage-collector")
-	if err != nil {
-		return nil, err
-	}
-	gc := podgc.NewPodGC(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(),
-		int(cc.ComponentConfig.PodGCController.TerminatedPodGCThreshold))
-	return newControllerLoop(name, gc.Run), nil
 }
 
 func newCronJobController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -54,4 +36,11 @@ func newCronJobController(ctx context.Context, cc ControllerContext, name string
 	}
 	workers := int(cc.ComponentConfig.CronJobController.ConcurrentCronJobSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { cjc.Run(ctx, workers) }), nil
+}
+
+func jobFeatures(fg featuregate.FeatureGate) job.Features {
+	return job.Features{
+		StaleControllerConsistency:                  fg.Enabled(features.StaleControllerConsistencyJob),
+		MutableSchedulingDirectivesForSuspendedJobs: fg.Enabled(features.MutableSchedulingDirectivesForSuspendedJobs),
+	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -11,9 +12,42 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/cleaner"
 	ctbpublisher "github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/clustertrustbundlepublisher"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/podcertificaterequestcleaner"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/clusterroleaggregation"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/ttl"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/rootcacertpublisher"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/certificates/signer"
 )
+
+// newCSRSigningController runs one signing loop per built-in signer whose
+// CA files are configured; none configured skips the controller.
+func newCSRSigningController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	cfg := cc.ComponentConfig.CSRSigningController
+	files, err := signer.SignersToStart(klog.FromContext(ctx), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	client, err := cc.NewClient("certificate-controller")
+	if err != nil {
+		return nil, err
+	}
+	csrs := cc.InformerFactory.Certificates().V1().CertificateSigningRequests()
+	var loops []*signer.CSRSigningController
+	for _, f := range files {
+		c, err := signer.NewCSRSigningController(ctx, f.ControllerName, f.SignerName, client, csrs, f.CertFile, f.KeyFile, cfg.ClusterSigningDuration.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("failed to init %s certificate controller: %w", f.SignerName, err)
+		}
+		loops = append(loops, c)
+	}
+	return newControllerLoop(name, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, c := range loops {
+			wg.Go(func() { c.Run(ctx, 5) })
+		}
+		wg.Wait()
+	}), nil
+}
 
 // Worker counts below are upstream's fixed ones: these controllers have no flags.
 
@@ -33,24 +67,6 @@ func newCSRCleanerController(ctx context.Context, cc ControllerContext, name str
 	}
 	c := cleaner.NewCSRCleanerController(client.CertificatesV1().CertificateSigningRequests(), cc.InformerFactory.Certificates().V1().CertificateSigningRequests())
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
-}
-
-func newClusterRoleAggregationController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
-	client, err := cc.NewClient("clusterrole-aggregation-controller")
-	if err != nil {
-		return nil, err
-	}
-	c := clusterroleaggregation.NewClusterRoleAggregation(cc.InformerFactory.Rbac().V1().ClusterRoles(), client.RbacV1())
-	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 5) }), nil
-}
-
-func newTTLController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
-	client, err := cc.NewClient("ttl-controller")
-	if err != nil {
-		return nil, err
-	}
-	c := ttl.NewTTLController(ctx, cc.InformerFactory.Core().V1().Nodes(), client)
-	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 5) }), nil
 }
 
 func newPodCertificateRequestCleanerController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
@@ -92,4 +108,23 @@ func newKubeAPIServerServingCTBPublisher(ctx context.Context, cc ControllerConte
 		return nil, nil
 	}
 	return newControllerLoop(name, runner.Run), nil
+}
+
+func newRootCACertificatePublisherController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
+	rootCA, err := rootCAFor(cc.ComponentConfig.SAController.RootCAFile, cc.ClientBuilder, "root-ca-cert-publisher")
+	if err != nil {
+		return nil, err
+	}
+	client, err := cc.NewClient("root-ca-cert-publisher")
+	if err != nil {
+		return nil, err
+	}
+	// Only kube-root-ca.crt matters; the shared factory would cache every
+	// ConfigMap's body.
+	cms := cc.FilteredInformerFactory("", "metadata.name="+rootcacertpublisher.RootCACertConfigMapName).Core().V1().ConfigMaps()
+	pub, err := rootcacertpublisher.NewPublisher(cms, cc.InformerFactory.Core().V1().Namespaces(), client, rootCA)
+	if err != nil {
+		return nil, fmt.Errorf("error creating root CA certificate publisher: %w", err)
+	}
+	return newControllerLoop(name, func(ctx context.Context) { pub.Run(ctx, 1) }), nil
 }

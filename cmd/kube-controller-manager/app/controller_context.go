@@ -3,15 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/apiserver/pkg/server/mux"
 	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
@@ -23,8 +19,6 @@ import (
 
 	cmapp "github.com/kcmclone/controller-manager/app"
 	"github.com/kcmclone/controller-manager/clientbuilder"
-	"github.com/kcmclone/controller-manager/controller"
-	cmhealthz "github.com/kcmclone/controller-manager/healthz"
 	cmoptions "github.com/kcmclone/controller-manager/options"
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/app/config"
@@ -50,6 +44,13 @@ type ControllerContext struct {
 	InformersStarted chan struct{}
 	// ResyncPeriod returns a jittered period per call.
 	ResyncPeriod func() time.Duration
+	// Statuses collects what running controllers report for
+	// /debug/controllers; nil reports nowhere.
+	Statuses *kcmcontroller.StatusRegistry
+
+	// rootClientBuilder has the manager's own credentials, for the
+	// ServiceAccount token controller.
+	rootClientBuilder clientbuilder.ControllerClientBuilder
 
 	filtered *filteredInformers
 	// wrapFiltered, when set, wraps the factories FilteredInformerFactory
@@ -177,169 +178,10 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 		RESTMapper:              restMapper,
 		InformersStarted:        make(chan struct{}),
 		ResyncPeriod:            resync,
+		rootClientBuilder:       rootClientBuilder,
 		filtered:                newFilteredInformers(versionedClient, resync()),
 		informerName:            informerName,
 	}, nil
-}
-
-// HealthCheckAdder takes the per-controller health checks.
-type HealthCheckAdder interface {
-	AddHealthChecker(checks ...healthz.HealthChecker)
-}
-
-// BuildControllers builds every enabled, implemented controller, registers
-// a /healthz/<name> check for each and mounts debug handlers.
-func BuildControllers(ctx context.Context, cc ControllerContext, descriptors map[string]*ControllerDescriptor,
-	unsecuredMux *mux.PathRecorderMux, health HealthCheckAdder) ([]Controller, error) {
-	var (
-		controllers []Controller
-		checks      []healthz.HealthChecker
-	)
-	for _, d := range enabledControllers(ctx, cc, descriptors) {
-		ctrl, check, err := buildController(ctx, cc, d, unsecuredMux)
-		if err != nil {
-			return nil, err
-		}
-		if ctrl == nil {
-			continue
-		}
-		controllers = append(controllers, ctrl)
-		checks = append(checks, check)
-	}
-	if len(checks) > 0 {
-		health.AddHealthChecker(checks...)
-	}
-	return controllers, nil
-}
-
-// buildController builds one controller and mounts its debug handler when
-// unsecuredMux is given. It returns a nil controller when the controller
-// chose not to run, and the controller's health check.
-func buildController(ctx context.Context, cc ControllerContext, d *ControllerDescriptor, unsecuredMux *mux.PathRecorderMux) (Controller, healthz.HealthChecker, error) {
-	logger := klog.FromContext(ctx)
-	name := d.Name()
-	ctrl, err := d.init(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc, name)
-	if err != nil {
-		logger.Error(err, "Error initializing a controller", "controller", name)
-		return nil, nil, fmt.Errorf("error initializing %s: %w", name, err)
-	}
-	if ctrl == nil {
-		logger.Info("Warning: skipping controller", "controller", name)
-		return nil, nil, nil
-	}
-	check := cmhealthz.NamedPingChecker(name)
-	if dbg, ok := ctrl.(controller.Debuggable); ok && unsecuredMux != nil {
-		if h := dbg.DebuggingHandler(); h != nil {
-			base := "/debug/controllers/" + name
-			unsecuredMux.UnlistedHandle(base, http.StripPrefix(base, h))
-			unsecuredMux.UnlistedHandlePrefix(base+"/", http.StripPrefix(base, h))
-		}
-	}
-	if hc, ok := ctrl.(controller.HealthCheckable); ok {
-		if real := hc.HealthChecker(); real != nil {
-			check = cmhealthz.NamedHealthChecker(name, real)
-		}
-	}
-	return ctrl, check, nil
-}
-
-// enabledControllers lists the descriptors to build, in build order: the
-// ServiceAccount token controller first, since others may need the tokens
-// it mints, then the rest by name.
-func enabledControllers(ctx context.Context, cc ControllerContext, descriptors map[string]*ControllerDescriptor) []*ControllerDescriptor {
-	logger := klog.FromContext(ctx)
-	enabled := func(d *ControllerDescriptor) bool {
-		if !cc.IsControllerEnabled(d) {
-			logger.Info("Warning: controller is disabled", "controller", d.Name())
-			return false
-		}
-		if ok, gate := d.featureGatesEnabled(defaultFeatureGate()); !ok {
-			logger.Info("Controller is disabled by a feature gate", "controller", d.Name(), "featureGate", gate)
-			return false
-		}
-		if !d.Implemented() {
-			logger.Info("Warning: controller is not implemented yet, skipping", "controller", d.Name())
-			return false
-		}
-		return true
-	}
-	// Other controllers may need the tokens this one mints, so it goes first,
-	// and, as upstream, --controllers does not turn it off: only a missing
-	// --service-account-private-key-file does.
-	var out []*ControllerDescriptor
-	for _, d := range descriptors {
-		if d.requiresSpecialHandling && d.Implemented() {
-			out = append(out, d)
-		}
-	}
-	for _, name := range sets.List(sets.KeySet(descriptors)) {
-		d := descriptors[name]
-		if d.requiresSpecialHandling || !enabled(d) {
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// RunControllers runs every controller, each after a jittered start delay,
-// until ctx ends; then it waits up to shutdownTimeout (0: forever) for them
-// to return and reports whether they all did.
-func RunControllers(ctx context.Context, cc ControllerContext, controllers []Controller, jitter float64, shutdownTimeout time.Duration) bool {
-	logger := klog.FromContext(ctx)
-	var (
-		mu      sync.Mutex
-		running = sets.New[string]()
-		wg      sync.WaitGroup
-	)
-	for _, ctrl := range controllers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-time.After(wait.Jitter(cc.ComponentConfig.Generic.ControllerStartInterval.Duration, jitter)):
-			case <-ctx.Done():
-				return
-			}
-			logger.V(1).Info("Controller starting...", "controller", ctrl.Name())
-			mu.Lock()
-			running.Insert(ctrl.Name())
-			mu.Unlock()
-			defer func() {
-				mu.Lock()
-				running.Delete(ctrl.Name())
-				mu.Unlock()
-				logger.V(1).Info("Controller terminated", "controller", ctrl.Name())
-			}()
-			ctrl.Run(ctx)
-		}()
-	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-	}
-	var timeout <-chan time.Time
-	if shutdownTimeout > 0 {
-		timeout = time.After(shutdownTimeout)
-	}
-	select {
-	case <-done:
-		logger.Info("All controllers terminated")
-		return true
-	case <-timeout:
-		mu.Lock()
-		left := sets.List(running)
-		mu.Unlock()
-		logger.Info("Controller shutdown timeout reached", "timeout", shutdownTimeout, "runningControllers", left)
-		return false
-	}
 }
 
 // controllerLoop adapts a controller's Run(ctx, workers) to Controller.

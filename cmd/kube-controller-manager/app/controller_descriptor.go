@@ -57,80 +57,272 @@ func (d *ControllerDescriptor) featureGatesEnabled(fg featuregate.FeatureGate) (
 	return true, ""
 }
 
-// controllerTable lists every controller of upstream v1.37.2 with its alias,
-// default state and the feature gates it needs; initFuncs fills in the ones
-// implemented here.
+// controllerTable declares every controller of upstream v1.37.2, each in
+// this one place: its alias, default state, the feature gates it needs and
+// its init func (nil for those not implemented yet).
 func controllerTable() []*ControllerDescriptor {
 	return []*ControllerDescriptor{
-		{name: names.BootstrapSignerController, aliases: []string{"bootstrapsigner"}, disabledByDefault: true},
-		{name: names.CertificateSigningRequestApprovingController, aliases: []string{"csrapproving"}},
-		{name: names.CertificateSigningRequestCleanerController, aliases: []string{"csrcleaner"}},
-		{name: names.CertificateSigningRequestSigningController, aliases: []string{"csrsigning"}},
-		{name: names.ClusterRoleAggregationController, aliases: []string{"clusterrole-aggregation"}},
-		{name: names.CronJobController, aliases: []string{"cronjob"}},
-		{name: names.DaemonSetController, aliases: []string{"daemonset"}},
-		{name: names.DeploymentController, aliases: []string{"deployment"}},
-		{name: names.DeviceTaintEvictionController, requiredFeatureGates: []string{"DynamicResourceAllocation", "DRADeviceTaints"}},
-		{name: names.DisruptionController, aliases: []string{"disruption"}},
-		{name: names.EndpointsController, aliases: []string{"endpoint"}},
-		{name: names.EndpointSliceController, aliases: []string{"endpointslice"}},
-		{name: names.EndpointSliceMirroringController, aliases: []string{"endpointslicemirroring"}},
-		{name: names.EphemeralVolumeController, aliases: []string{"ephemeral-volume"}},
-		{name: names.GarbageCollectorController, aliases: []string{"garbagecollector"}},
-		{name: names.HorizontalPodAutoscalerController, aliases: []string{"horizontalpodautoscaling"}},
-		{name: names.JobController, aliases: []string{"job"}},
-		{name: names.KubeAPIServerServingClusterTrustBundlePublisherController, requiredFeatureGates: []string{"ClusterTrustBundle"}},
-		{name: names.LegacyServiceAccountTokenCleanerController, aliases: []string{"legacy-service-account-token-cleaner"}},
-		{name: names.NamespaceController, aliases: []string{"namespace"}},
-		{name: names.NodeIPAMController, aliases: []string{"nodeipam"}},
-		{name: names.NodeLifecycleController, aliases: []string{"nodelifecycle"}},
-		{name: names.PersistentVolumeAttachDetachController, aliases: []string{"attachdetach"}},
-		{name: names.PersistentVolumeBinderController, aliases: []string{"persistentvolume-binder"}},
-		{name: names.PersistentVolumeExpanderController, aliases: []string{"persistentvolume-expander"}},
-		{name: names.PersistentVolumeProtectionController, aliases: []string{"pv-protection"}},
-		{name: names.PersistentVolumeClaimProtectionController, aliases: []string{"pvc-protection"}},
-		{name: names.PodGarbageCollectorController, aliases: []string{"podgc"}},
-		{name: names.PodCertificateRequestCleanerController, requiredFeatureGates: []string{"PodCertificateRequest"}},
-		{name: names.PodGroupProtectionController, requiredFeatureGates: []string{"GenericWorkload"}},
-		{name: names.ReplicaSetController, aliases: []string{"replicaset"}},
-		{name: names.ReplicationControllerController, aliases: []string{"replicationcontroller"}},
-		{name: names.ResourceClaimController, aliases: []string{"resource-claim-controller"}, requiredFeatureGates: []string{"DynamicResourceAllocation"}},
-		{name: names.ResourcePoolStatusRequestController, requiredFeatureGates: []string{"DRAResourcePoolStatus"}},
-		{name: names.ResourceQuotaController, aliases: []string{"resourcequota"}},
-		{name: names.RootCACertificatePublisherController, aliases: []string{"root-ca-cert-publisher"}},
-		{name: names.SELinuxWarningController, disabledByDefault: true, requiredFeatureGates: []string{"SELinuxChangePolicy"}},
-		{name: names.ServiceCIDRController, requiredFeatureGates: []string{"MultiCIDRServiceAllocator"}},
-		{name: names.ServiceAccountController, aliases: []string{"serviceaccount"}},
-		{name: names.ServiceAccountTokenController, aliases: []string{"serviceaccount-token"}},
-		{name: names.StatefulSetController, aliases: []string{"statefulset"}},
-		{name: names.StorageVersionMigratorController, aliases: []string{"svm"}},
-		{name: names.StorageVersionGarbageCollectorController, aliases: []string{"storage-version-gc"}, requiredFeatureGates: []string{"genericAPIServerIdentity", "genericStorageVersionAPI"}},
-		{name: names.TaintEvictionController, requiredFeatureGates: []string{"SeparateTaintEvictionController"}},
-		{name: names.TokenCleanerController, aliases: []string{"tokencleaner"}, disabledByDefault: true},
-		{name: names.TTLAfterFinishedController, aliases: []string{"ttl-after-finished"}},
-		{name: names.TTLController, aliases: []string{"ttl"}},
-		{name: names.ValidatingAdmissionPolicyStatusController},
-		{name: names.VolumeAttributesClassProtectionController, requiredFeatureGates: []string{"VolumeAttributesClass"}}}
+		{
+			name:              names.BootstrapSignerController,
+			aliases:           []string{"bootstrapsigner"},
+			disabledByDefault: true,
+			init:              newBootstrapSignerController,
+		},
+		{
+			name:    names.CertificateSigningRequestApprovingController,
+			aliases: []string{"csrapproving"},
+			init:    newCSRApprovingController,
+		},
+		{
+			name:    names.CertificateSigningRequestCleanerController,
+			aliases: []string{"csrcleaner"},
+			init:    newCSRCleanerController,
+		},
+		{
+			name:    names.CertificateSigningRequestSigningController,
+			aliases: []string{"csrsigning"},
+			init:    newCSRSigningController,
+		},
+		{
+			name:    names.ClusterRoleAggregationController,
+			aliases: []string{"clusterrole-aggregation"},
+			init:    newClusterRoleAggregationController,
+		},
+		{
+			name:    names.CronJobController,
+			aliases: []string{"cronjob"},
+			init:    newCronJobController,
+		},
+		{
+			name:    names.DaemonSetController,
+			aliases: []string{"daemonset"},
+			init:    newDaemonSetController,
+		},
+		{
+			name:    names.DeploymentController,
+			aliases: []string{"deployment"},
+			init:    newDeploymentController,
+		},
+		{
+			name:                 names.DeviceTaintEvictionController,
+			requiredFeatureGates: []string{"DynamicResourceAllocation", "DRADeviceTaints"},
+			init:                 newDeviceTaintEvictionController,
+		},
+		{
+			name:    names.DisruptionController,
+			aliases: []string{"disruption"},
+			init:    newDisruptionController,
+		},
+		{
+			name:    names.EndpointsController,
+			aliases: []string{"endpoint"},
+			init:    newEndpointsController,
+		},
+		{
+			name:    names.EndpointSliceController,
+			aliases: []string{"endpointslice"},
+			init:    newEndpointSliceController,
+		},
+		{
+			name:    names.EndpointSliceMirroringController,
+			aliases: []string{"endpointslicemirroring"},
+			init:    newEndpointSliceMirroringController,
+		},
+		{
+			name:    names.EphemeralVolumeController,
+			aliases: []string{"ephemeral-volume"},
+			init:    newEphemeralVolumeController,
+		},
+		{
+			name:    names.GarbageCollectorController,
+			aliases: []string{"garbagecollector"},
+			init:    newGarbageCollectorController,
+		},
+		{
+			name:    names.HorizontalPodAutoscalerController,
+			aliases: []string{"horizontalpodautoscaling"},
+			init:    newHorizontalPodAutoscalerController,
+		},
+		{
+			name:    names.JobController,
+			aliases: []string{"job"},
+			init:    newJobController,
+		},
+		{
+			name:                 names.KubeAPIServerServingClusterTrustBundlePublisherController,
+			requiredFeatureGates: []string{"ClusterTrustBundle"},
+			init:                 newKubeAPIServerServingCTBPublisher,
+		},
+		{
+			name:    names.LegacyServiceAccountTokenCleanerController,
+			aliases: []string{"legacy-service-account-token-cleaner"},
+			init:    newLegacySATokenCleanerController,
+		},
+		{
+			name:    names.NamespaceController,
+			aliases: []string{"namespace"},
+			init:    newNamespaceController,
+		},
+		{
+			name:    names.NodeIPAMController,
+			aliases: []string{"nodeipam"},
+			init:    newNodeIPAMController,
+		},
+		{
+			name:    names.NodeLifecycleController,
+			aliases: []string{"nodelifecycle"},
+			init:    newNodeLifecycleController,
+		},
+		{
+			name:    names.PersistentVolumeAttachDetachController,
+			aliases: []string{"attachdetach"},
+			init:    newAttachDetachController,
+		},
+		{
+			name:    names.PersistentVolumeBinderController,
+			aliases: []string{"persistentvolume-binder"},
+			init:    newPersistentVolumeBinderController,
+		},
+		{
+			name:    names.PersistentVolumeExpanderController,
+			aliases: []string{"persistentvolume-expander"},
+			init:    newPersistentVolumeExpanderController,
+		},
+		{
+			name:    names.PersistentVolumeProtectionController,
+			aliases: []string{"pv-protection"},
+			init:    newPVProtectionController,
+		},
+		{
+			name:    names.PersistentVolumeClaimProtectionController,
+			aliases: []string{"pvc-protection"},
+			init:    newPVCProtectionController,
+		},
+		{
+			name:    names.PodGarbageCollectorController,
+			aliases: []string{"podgc"},
+			init:    newPodGarbageCollectorController,
+		},
+		{
+			name:                 names.PodCertificateRequestCleanerController,
+			requiredFeatureGates: []string{"PodCertificateRequest"},
+			init:                 newPodCertificateRequestCleanerController,
+		},
+		{
+			name:                 names.PodGroupProtectionController,
+			requiredFeatureGates: []string{"GenericWorkload"},
+			init:                 newPodGroupProtectionController,
+		},
+		{
+			name:    names.ReplicaSetController,
+			aliases: []string{"replicaset"},
+			init:    newReplicaSetController,
+		},
+		{
+			name:    names.ReplicationControllerController,
+			aliases: []string{"replicationcontroller"},
+			init:    newReplicationController,
+		},
+		{
+			name:                 names.ResourceClaimController,
+			aliases:              []string{"resource-claim-controller"},
+			requiredFeatureGates: []string{"DynamicResourceAllocation"},
+			init:                 newResourceClaimController,
+		},
+		{
+			name:                 names.ResourcePoolStatusRequestController,
+			requiredFeatureGates: []string{"DRAResourcePoolStatus"},
+			init:                 newResourcePoolStatusRequestController,
+		},
+		{
+			name:    names.ResourceQuotaController,
+			aliases: []string{"resourcequota"},
+			init:    newResourceQuotaController,
+		},
+		{
+			name:    names.RootCACertificatePublisherController,
+			aliases: []string{"root-ca-cert-publisher"},
+			init:    newRootCACertificatePublisherController,
+		},
+		{
+			name:                 names.SELinuxWarningController,
+			disabledByDefault:    true,
+			requiredFeatureGates: []string{"SELinuxChangePolicy"},
+			init:                 newSELinuxWarningController,
+		},
+		{
+			name:                 names.ServiceCIDRController,
+			requiredFeatureGates: []string{"MultiCIDRServiceAllocator"},
+			init:                 newServiceCIDRController,
+		},
+		{
+			name:    names.ServiceAccountController,
+			aliases: []string{"serviceaccount"},
+			init:    newServiceAccountController,
+		},
+		{
+			name:                    names.ServiceAccountTokenController,
+			aliases:                 []string{"serviceaccount-token"},
+			requiresSpecialHandling: true,
+			init:                    newServiceAccountTokenController,
+		},
+		{
+			name:    names.StatefulSetController,
+			aliases: []string{"statefulset"},
+			init:    newStatefulSetController,
+		},
+		{
+			name:    names.StorageVersionMigratorController,
+			aliases: []string{"svm"},
+			init:    newStorageVersionMigratorController,
+		},
+		{
+			name:                 names.StorageVersionGarbageCollectorController,
+			aliases:              []string{"storage-version-gc"},
+			requiredFeatureGates: []string{"APIServerIdentity", "StorageVersionAPI"},
+			init:                 newStorageVersionGarbageCollectorController,
+		},
+		{
+			name:                 names.TaintEvictionController,
+			requiredFeatureGates: []string{"SeparateTaintEvictionController"},
+			init:                 newTaintEvictionController,
+		},
+		{
+			name:              names.TokenCleanerController,
+			aliases:           []string{"tokencleaner"},
+			disabledByDefault: true,
+			init:              newTokenCleanerController,
+		},
+		{
+			name:    names.TTLAfterFinishedController,
+			aliases: []string{"ttl-after-finished"},
+			init:    newTTLAfterFinishedController,
+		},
+		{
+			name:    names.TTLController,
+			aliases: []string{"ttl"},
+			init:    newTTLController,
+		},
+		{
+			name: names.ValidatingAdmissionPolicyStatusController,
+			init: newValidatingAdmissionPolicyStatusController,
+		},
+		{
+			name:                 names.VolumeAttributesClassProtectionController,
+			requiredFeatureGates: []string{"VolumeAttributesClass"},
+			init:                 newVACProtectionController,
+		},
+	}
 }
 
 // NewControllerDescriptors returns the descriptors keyed by canonical name.
 func NewControllerDescriptors() map[string]*ControllerDescriptor {
-	inits := initFuncs()
 	out := map[string]*ControllerDescriptor{}
 	for _, d := range controllerTable() {
 		if _, dup := out[d.name]; dup {
 			panic(fmt.Sprintf("controller %q listed twice", d.name))
 		}
-		d.init = inits[d.name]
-		if d.name == names.ServiceAccountTokenController {
-			d.requiresSpecialHandling = true
-		}
 		out[d.name] = d
-	}
-	for name := range inits {
-		if _, ok := out[name]; !ok {
-			panic(fmt.Sprintf("init func for unknown controller %q", name))
-		}
 	}
 	return out
 }

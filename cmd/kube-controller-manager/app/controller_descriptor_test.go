@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
 )
@@ -64,6 +66,19 @@ func TestDescriptorsMatchUpstream(t *testing.T) {
 	}
 }
 
+// Every gate a descriptor names must be registered: an unknown gate counts
+// as off, which would silently keep the controller from ever starting.
+func TestRequiredFeatureGatesAreKnown(t *testing.T) {
+	known := utilfeature.DefaultMutableFeatureGate.GetAll()
+	for name, d := range NewControllerDescriptors() {
+		for _, g := range d.RequiredFeatureGates() {
+			if _, ok := known[featuregate.Feature(g)]; !ok {
+				t.Errorf("%s requires unknown feature gate %q", name, g)
+			}
+		}
+	}
+}
+
 func TestImplementedControllers(t *testing.T) {
 	descs := NewControllerDescriptors()
 	for _, name := range []string{names.DeploymentController, names.ReplicaSetController, names.ReplicationControllerController,
@@ -82,7 +97,9 @@ func TestImplementedControllers(t *testing.T) {
 		names.PodCertificateRequestCleanerController, names.PersistentVolumeAttachDetachController, names.PersistentVolumeBinderController,
 		names.ResourceClaimController, names.DeviceTaintEvictionController,
 		names.StorageVersionMigratorController, names.ValidatingAdmissionPolicyStatusController,
-		names.KubeAPIServerServingClusterTrustBundlePublisherController} {
+		names.KubeAPIServerServingClusterTrustBundlePublisherController, names.PodGroupProtectionController,
+		names.StorageVersionGarbageCollectorController, names.ResourcePoolStatusRequestController,
+		names.ServiceAccountTokenController, names.SELinuxWarningController} {
 		if !descs[name].Implemented() {
 			t.Errorf("%s has no init func", name)
 		}

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpoint"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslice"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslicemirroring"
 )
@@ -19,19 +18,6 @@ func newEndpointSliceController(ctx context.Context, cc ControllerContext, name 
 		f.Discovery().V1().EndpointSlices(), cfg.MaxEndpointsPerSlice, client, cfg.EndpointUpdatesBatchPeriod.Duration)
 	workers := int(cfg.ConcurrentServiceEndpointSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { esc.Run(ctx, workers) }), nil
-}
-
-func newEndpointsController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {
-	client, err := cc.NewClient("endpoint-controller")
-	if err != nil {
-		return nil, err
-	}
-	cfg := cc.ComponentConfig.EndpointController
-	f := cc.InformerFactory
-	ec := endpoint.NewEndpointController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(),
-		client, cfg.EndpointUpdatesBatchPeriod.Duration)
-	workers := int(cfg.ConcurrentEndpointSyncs)
-	return newControllerLoop(name, func(ctx context.Context) { ec.Run(ctx, workers) }), nil
 }
 
 func newEndpointSliceMirroringController(ctx context.Context, cc ControllerContext, name string) (Controller, error) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/app/config"
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
+	kcmcontroller "github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 // controllerWeights is each controller's share of the work, relative to a
@@ -126,7 +127,10 @@ func (s *shardedController) run(ctx context.Context) {
 		s.mu.Unlock()
 	}()
 	s.logger.V(1).Info("Controller starting...", "controller", s.d.Name())
-	ctrl.Run(ctx)
+	st := s.cc.Statuses.Controller(s.d.Name())
+	st.Start(time.Now())
+	defer st.Stop()
+	ctrl.Run(kcmcontroller.WithStatus(ctx, st))
 	s.logger.V(1).Info("Controller terminated", "controller", s.d.Name())
 }
 
@@ -150,15 +154,15 @@ func (s *shardedController) check(r *http.Request) error {
 // runSharded runs this replica's share of the controllers, each while it
 // holds the controller's Lease, until ctx ends.
 func runSharded(ctx context.Context, c *config.CompletedConfig, id string, unsecuredMux *mux.PathRecorderMux, health healthHandlers,
-	informerSync *informerSyncCheck, rootClientBuilder, clientBuilder clientbuilder.ControllerClientBuilder) error {
+	informerSync *informerSyncCheck, page *controllersPage, rootClientBuilder, clientBuilder clientbuilder.ControllerClientBuilder) error {
 	logger := klog.FromContext(ctx)
 	// Informers outlive hand-overs: they stop only when the process does.
 	cc, err := CreateControllerContext(ctx, c, rootClientBuilder, clientBuilder)
 	if err != nil {
 		return err
 	}
+	cc.Statuses = page.statuses
 	descriptors := NewControllerDescriptors()
-	descriptors[names.ServiceAccountTokenController].init = newServiceAccountTokenController(rootClientBuilder)
 	warm := c.ShardedWarmStandby
 
 	var (
@@ -180,6 +184,8 @@ func runSharded(ctx context.Context, c *config.CompletedConfig, id string, unsec
 			}
 			s.next, s.nextReg = ctrl, reg
 		}
+		// Every controller gets a row, held here or not.
+		cc.Statuses.Controller(d.Name())
 		units = append(units, sharded.Unit{Name: d.Name(), Weight: controllerWeight(d.Name()), Run: s.run})
 		checks = append(checks, healthz.NamedCheck(d.Name(), s.check))
 	}
@@ -212,6 +218,7 @@ func runSharded(ctx context.Context, c *config.CompletedConfig, id string, unsec
 		return err
 	}
 	health.AddHealthChecker(append(checks, coord.HealthCheckers()...)...)
+	page.setSharded(id, coord)
 	if err := coord.Run(ctx); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/klog/v2"
 )
 
@@ -28,20 +29,20 @@ func tokenSecret(id, secret string) *v1.Secret {
 	return &v1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: metav1.NamespaceSystem,
-			Name:      BootstrapTokenSecretPrefix + id,
+			Name:      bootstrapapi.BootstrapTokenSecretPrefix + id,
 			UID:       types.UID("uid-" + id),
 		},
-		Type: SecretTypeBootstrapToken,
+		Type: bootstrapapi.SecretTypeBootstrapToken,
 		Data: map[string][]byte{
-			BootstrapTokenIDKey:           []byte(id),
-			BootstrapTokenSecretKey:       []byte(secret),
-			BootstrapTokenUsageSigningKey: []byte("true"),
+			bootstrapapi.BootstrapTokenIDKey:           []byte(id),
+			bootstrapapi.BootstrapTokenSecretKey:       []byte(secret),
+			bootstrapapi.BootstrapTokenUsageSigningKey: []byte("true"),
 		},
 	}
 }
 
 func withExpiration(s *v1.Secret, value string) *v1.Secret {
-	s.Data[BootstrapTokenExpirationKey] = []byte(value)
+	s.Data[bootstrapapi.BootstrapTokenExpirationKey] = []byte(value)
 	return s
 }
 

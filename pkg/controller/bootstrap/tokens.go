@@ -9,109 +9,47 @@
 package bootstrap
 
 import (
-	"regexp"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstrapsecretutil "k8s.io/cluster-bootstrap/util/secrets"
 	"k8s.io/klog/v2"
 )
-
-// Bootstrap token and cluster-info names, as k8s.io/cluster-bootstrap
-// defines them.
-const (
-	// SecretTypeBootstrapToken is the type of bootstrap token Secrets.
-	SecretTypeBootstrapToken v1.SecretType = "bootstrap.kubernetes.io/token"
-	// BootstrapTokenSecretPrefix starts a token Secret's name; the token ID
-	// follows.
-	BootstrapTokenSecretPrefix = "bootstrap-token-"
-
-	// Data keys of a token Secret.
-	BootstrapTokenIDKey           = "token-id"
-	BootstrapTokenSecretKey       = "token-secret"
-	BootstrapTokenExpirationKey   = "expiration"
-	BootstrapTokenUsageSigningKey = "usage-bootstrap-signing"
-
-	// ConfigMapClusterInfo is the ConfigMap in kube-public whose kubeconfig
-	// gets signed.
-	ConfigMapClusterInfo = "cluster-info"
-	// KubeConfigKey is the signed key of cluster-info.
-	KubeConfigKey = "kubeconfig"
-	// JWSSignatureKeyPrefix starts the cluster-info key holding one token's
-	// signature; the token ID follows.
-	JWSSignatureKeyPrefix = "jws-kubeconfig-"
-)
-
-// secretNameRE accepts "bootstrap-token-" and a six character token ID.
-var secretNameRE = regexp.MustCompile(`^` + regexp.QuoteMeta(BootstrapTokenSecretPrefix) + `([a-z0-9]{6})$`)
-
-// tokenIDFromName returns the token ID a Secret name carries.
-func tokenIDFromName(name string) (string, bool) {
-	m := secretNameRE.FindStringSubmatch(name)
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
-}
 
 // isTokenSecretIn: obj is a bootstrap token Secret in namespace.
 func isTokenSecretIn(obj interface{}, namespace string) bool {
 	s, ok := obj.(*v1.Secret)
-	return ok && s.Type == SecretTypeBootstrapToken && s.Namespace == namespace
-}
-
-// secretData is secret.Data[key] as a string, "" when missing.
-func secretData(secret *v1.Secret, key string) string {
-	return string(secret.Data[key])
-}
-
-// expiration reports how long a token Secret has left. A token without an
-// expiration never expires (0, false); an unparseable one is treated as
-// expired, so a malformed token is never trusted.
-func expiration(secret *v1.Secret, now time.Time) (remaining time.Duration, expired bool) {
-	value := secretData(secret, BootstrapTokenExpirationKey)
-	if value == "" {
-		return 0, false
-	}
-	at, err := time.Parse(time.RFC3339, value)
-	if err != nil {
-		klog.V(3).Info("Unparseable expiration time in bootstrap token Secret, treating it as expired", "secret", klog.KObj(secret), "expiration", value, "err", err)
-		return 0, true
-	}
-	remaining = at.Sub(now)
-	if remaining <= 0 {
-		klog.V(3).Info("Expired bootstrap token", "secret", klog.KObj(secret), "expiration", value)
-		return 0, true
-	}
-	return remaining, false
+	return ok && s.Type == bootstrapapi.SecretTypeBootstrapToken && s.Namespace == namespace
 }
 
 // signingToken returns the ID and secret of a token Secret that may sign
 // cluster-info: correctly named, its token-id matching its name, with a
 // secret, unexpired, and usage-bootstrap-signing "true".
 func signingToken(logger klog.Logger, secret *v1.Secret, now time.Time) (id, tokenSecret string, ok bool) {
-	nameID, ok := tokenIDFromName(secret.Name)
+	nameID, ok := bootstrapsecretutil.ParseName(secret.Name)
 	if !ok {
-		logger.V(3).Info("Invalid secret name, must be of the form "+BootstrapTokenSecretPrefix+"<secret-id>", "secretName", secret.Name)
+		logger.V(3).Info("Invalid secret name, must be of the form "+bootstrapapi.BootstrapTokenSecretPrefix+"<secret-id>", "secretName", secret.Name)
 		return "", "", false
 	}
-	id = secretData(secret, BootstrapTokenIDKey)
+	id = bootstrapsecretutil.GetData(secret, bootstrapapi.BootstrapTokenIDKey)
 	if id == "" {
-		logger.V(3).Info("No key in Secret", "key", BootstrapTokenIDKey, "secret", klog.KObj(secret))
+		logger.V(3).Info("No key in Secret", "key", bootstrapapi.BootstrapTokenIDKey, "secret", klog.KObj(secret))
 		return "", "", false
 	}
 	if id != nameID {
 		logger.V(3).Info("Token ID doesn't match secret name", "tokenID", id, "secretName", secret.Name)
 		return "", "", false
 	}
-	tokenSecret = secretData(secret, BootstrapTokenSecretKey)
+	tokenSecret = bootstrapsecretutil.GetData(secret, bootstrapapi.BootstrapTokenSecretKey)
 	if tokenSecret == "" {
-		logger.V(3).Info("No key in Secret", "key", BootstrapTokenSecretKey, "secret", klog.KObj(secret))
+		logger.V(3).Info("No key in Secret", "key", bootstrapapi.BootstrapTokenSecretKey, "secret", klog.KObj(secret))
 		return "", "", false
 	}
-	if _, expired := expiration(secret, now); expired {
+	if bootstrapsecretutil.HasExpired(secret, now) {
 		return "", "", false
 	}
-	if secretData(secret, BootstrapTokenUsageSigningKey) != "true" {
+	if bootstrapsecretutil.GetData(secret, bootstrapapi.BootstrapTokenUsageSigningKey) != "true" {
 		return "", "", false
 	}
 	return id, tokenSecret, true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +27,7 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/daemon/util"
 	deployutil "github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 const testNS = "ns"
@@ -58,7 +58,7 @@ type fixture struct {
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
 	dsc      *DaemonSetsController
-	pc       *controller.FakePodControl
+	pc       *testutil.FakePodControl
 	recorder *record.FakeRecorder
 	clock    *testingclock.FakeClock
 	queue    *recordingQueue
@@ -69,6 +69,9 @@ var testStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // newFixture builds a controller whose informers are never started: tests
 // put objects into the caches and call the sync directly. Pod writes go to
 // a FakePodControl; everything else to the fake clientset.
+// v137Features are the v1.37 defaults of the gates the controller reads.
+var v137Features = Features{StaleControllerConsistency: true}
+
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
@@ -78,11 +81,11 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	dsc, err := NewDaemonSetsController(ctx,
 		factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client,
-		flowcontrol.NewFakeBackOff(time.Second, 15*time.Minute, clk))
+		flowcontrol.NewFakeBackOff(time.Second, 15*time.Minute, clk), v137Features)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, ctx: ctx, client: client, factory: factory, dsc: dsc, pc: &controller.FakePodControl{}, recorder: record.NewFakeRecorder(1000), clock: clk}
+	f := &fixture{t: t, ctx: ctx, client: client, factory: factory, dsc: dsc, pc: &testutil.FakePodControl{}, recorder: record.NewFakeRecorder(1000), clock: clk}
 	dsc.podControl = f.pc
 	dsc.eventRecorder = f.recorder
 	f.queue = &recordingQueue{TypedRateLimitingInterface: dsc.queue, delays: map[string][]time.Duration{}}
@@ -98,39 +101,13 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 // useRealPodControl sends pod writes to the fake clientset, naming pods
 // like the API server does.
 func (f *fixture) useRealPodControl() {
-	var mu sync.Mutex
-	n := 0
-	f.client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		p := a.(clienttesting.CreateAction).GetObject().(*v1.Pod)
-		if p.Name == "" {
-			mu.Lock()
-			n++
-			p.Name = p.GenerateName + strconv.Itoa(n)
-			mu.Unlock()
-		}
-		return false, nil, nil
-	})
+	testutil.NamePods(f.client)
 	f.dsc.podControl = controller.RealPodControl{KubeClient: f.client, Recorder: f.recorder}
 }
 
 func (f *fixture) addToCache(objs ...runtime.Object) {
 	f.t.Helper()
-	for _, o := range objs {
-		var err error
-		switch obj := o.(type) {
-		case *apps.DaemonSet:
-			err = f.factory.Apps().V1().DaemonSets().Informer().GetIndexer().Add(obj)
-		case *apps.ControllerRevision:
-			err = f.factory.Apps().V1().ControllerRevisions().Informer().GetIndexer().Add(obj)
-		case *v1.Pod:
-			err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(obj)
-		case *v1.Node:
-			err = f.factory.Core().V1().Nodes().Informer().GetIndexer().Add(obj)
-		}
-		if err != nil {
-			f.t.Fatal(err)
-		}
-	}
+	testutil.AddToInformers(f.t, f.factory, objs...)
 }
 
 // addDS stores ds in the cache and the clientset.

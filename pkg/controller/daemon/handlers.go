@@ -47,9 +47,7 @@ func (dsc *DaemonSetsController) updateDaemonSet(logger klog.Logger, old, cur in
 }
 
 func (dsc *DaemonSetsController) deleteDaemonSet(logger klog.Logger, obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = controller.Untombstone(obj)
 	ds, ok := obj.(*apps.DaemonSet)
 	if !ok {
 		utilruntime.HandleError(fmt.Errorf("couldn't get DaemonSet from %#v", obj))
@@ -153,9 +151,7 @@ func (dsc *DaemonSetsController) updateHistory(logger klog.Logger, old, cur inte
 }
 
 func (dsc *DaemonSetsController) deleteHistory(logger klog.Logger, obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = controller.Untombstone(obj)
 	h, ok := obj.(*apps.ControllerRevision)
 	if !ok {
 		utilruntime.HandleError(fmt.Errorf("couldn't get ControllerRevision from %#v", obj))
@@ -255,9 +251,7 @@ func (dsc *DaemonSetsController) updatePod(logger klog.Logger, old, cur interfac
 
 // deletePod observes a deletion for the pod's DaemonSet.
 func (dsc *DaemonSetsController) deletePod(logger klog.Logger, obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = controller.Untombstone(obj)
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		utilruntime.HandleError(fmt.Errorf("couldn't get pod from %#v", obj))

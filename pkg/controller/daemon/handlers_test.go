@@ -13,16 +13,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // drain returns the keys waiting in q (not the delayed ones), sorted.
 func drain(q workqueue.TypedRateLimitingInterface[string]) []string {
-	var out []string
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-		out = append(out, k)
-	}
+	out := testutil.Drain[string](q)
 	sort.Strings(out)
 	return out
 }

@@ -540,7 +540,7 @@ func TestNodeShouldRunDaemonPod(t *testing.T) {
 		{"NoSchedule and NoExecute", newNode("n", nil, v1.Taint{Key: "a", Effect: v1.TaintEffectNoSchedule}, v1.Taint{Key: "b", Effect: v1.TaintEffectNoExecute}), false, false},
 	}
 	for _, tc := range tests {
-		run, cont := NodeShouldRunDaemonPod(klog.Background(), tc.node, ds)
+		run, cont := NodeShouldRunDaemonPod(klog.Background(), tc.node, ds, false)
 		if run != tc.run || cont != tc.continueRun {
 			t.Errorf("%s: got (%v, %v), want (%v, %v)", tc.name, run, cont, tc.run, tc.continueRun)
 		}

@@ -3,20 +3,16 @@ package daemon
 import (
 	"sync"
 
-	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 const metricsSubsystem = "daemonset_controller"
 
 var (
 	// staleSyncSkips counts syncs postponed because a cache lagged our writes.
-	staleSyncSkips = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "stale_sync_skips_total",
-		Help:           "Total number of DaemonSet syncs skipped due to a stale watch cache.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"group", "resource"})
+	staleSyncSkips = controller.NewStaleSyncSkipsMetric(metricsSubsystem, "DaemonSet")
 
 	registerOnce sync.Once
 )

@@ -3,9 +3,10 @@ package daemon
 import (
 	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/daemon/util"
 )
 
@@ -15,7 +16,7 @@ import (
 type placement struct {
 	ds          *apps.DaemonSet
 	tolerations []v1.Toleration
-	affinity    util.RequiredNodeAffinity
+	affinity    nodeaffinity.RequiredNodeAffinity
 	// comparisonOperators enables Lt/Gt tolerations.
 	comparisonOperators bool
 }
@@ -24,7 +25,7 @@ func newPlacement(ds *apps.DaemonSet, comparisonOperators bool) *placement {
 	return &placement{
 		ds:                  ds,
 		tolerations:         daemonPodTolerations(ds),
-		affinity:            util.NewRequiredNodeAffinity(ds.Spec.Template.Spec.NodeSelector, ds.Spec.Template.Spec.Affinity),
+		affinity:            nodeaffinity.NewRequiredNodeAffinity(ds.Spec.Template.Spec.NodeSelector, ds.Spec.Template.Spec.Affinity),
 		comparisonOperators: comparisonOperators,
 	}
 }
@@ -56,18 +57,19 @@ func (p *placement) check(logger klog.Logger, node *v1.Node) (shouldRun, shouldC
 	if fits, _ := p.affinity.Match(node); !fits {
 		return false, false
 	}
-	if _, untolerated := util.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, p.tolerations, isNoScheduleOrNoExecute, p.comparisonOperators); !untolerated {
+	if _, untolerated := v1helper.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, p.tolerations, isNoScheduleOrNoExecute, p.comparisonOperators); !untolerated {
 		return true, true
 	}
-	_, evicting := util.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, p.tolerations, isNoExecute, p.comparisonOperators)
+	_, evicting := v1helper.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, p.tolerations, isNoExecute, p.comparisonOperators)
 	return false, !evicting
 }
 
 // NodeShouldRunDaemonPod reports whether a pod of ds should be created on
 // node (shouldRun) and whether one already there may keep running
-// (shouldContinueRunning).
-func NodeShouldRunDaemonPod(logger klog.Logger, node *v1.Node, ds *apps.DaemonSet) (shouldRun, shouldContinueRunning bool) {
-	return newPlacement(ds, controller.FeatureEnabled(comparisonOperatorsGate, false)).check(logger, node)
+// (shouldContinueRunning). comparisonOperators is the
+// TaintTolerationComparisonOperators feature.
+func NodeShouldRunDaemonPod(logger klog.Logger, node *v1.Node, ds *apps.DaemonSet, comparisonOperators bool) (shouldRun, shouldContinueRunning bool) {
+	return newPlacement(ds, comparisonOperators).check(logger, node)
 }
 
 // NewPod returns the pod ds would run on nodeName, with the daemon

@@ -2,8 +2,7 @@ package daemon
 
 import (
 	"context"
-	"strconv"
-	"sync"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,31 +11,24 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/component-base/metrics/testutil"
-	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/daemon/util"
+	ctrltestutil "github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // TestRunFollowsNodes drives the controller through (fake-backed)
 // informers: pods on every node, a new node, a relabelled node.
 func TestRunFollowsNodes(t *testing.T) {
-	client := fake.NewClientset()
-	var mu sync.Mutex
-	n := 0
+	f := ctrltestutil.NewFixture(t)
+	client, ctx := f.Client, f.Ctx
+	ctrltestutil.NamePods(client)
 	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		p := a.(clienttesting.CreateAction).GetObject().(*v1.Pod)
-		mu.Lock()
-		n++
-		p.Name = p.GenerateName + strconv.Itoa(n)
-		mu.Unlock()
 		// Play the scheduler: bind the pod where its affinity pins it.
+		p := a.(clienttesting.CreateAction).GetObject().(*v1.Pod)
 		node, err := util.GetTargetNodeName(p)
 		if err != nil {
 			return true, nil, err
@@ -44,21 +36,13 @@ func TestRunFollowsNodes(t *testing.T) {
 		p.Spec.NodeName = node
 		return false, nil, nil
 	})
-	factory := informers.NewSharedInformerFactory(client, 0)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	factory := f.Informers
 	dsc, err := NewDaemonSetsController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
-		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client, flowcontrol.NewBackOff(time.Second, 15*time.Minute))
+		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client, flowcontrol.NewBackOff(time.Second, 15*time.Minute), v137Features)
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	done := make(chan struct{})
-	go func() { dsc.Run(ctx, 2); close(done) }()
-	defer func() {
-		cancel()
-		<-done
-		factory.Shutdown()
-	}()
+	f.Run(func(ctx context.Context) { dsc.Run(ctx, 2) })
 
 	for _, name := range []string{"a", "b"} {
 		if _, err := client.CoreV1().Nodes().Create(ctx, newNode(name, map[string]string{"run": "yes"}), metav1.CreateOptions{}); err != nil {
@@ -72,7 +56,7 @@ func TestRunFollowsNodes(t *testing.T) {
 	}
 	waitNodes := func(want ...string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		ctrltestutil.WaitUntil(t, fmt.Sprintf("pods on exactly %v", want), func(ctx context.Context) (bool, error) {
 			pods, err := client.CoreV1().Pods(testNS).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err
@@ -96,9 +80,6 @@ func TestRunFollowsNodes(t *testing.T) {
 			cur, err := client.AppsV1().DaemonSets(testNS).Get(ctx, "ds", metav1.GetOptions{})
 			return err == nil && cur.Status.DesiredNumberScheduled == int32(len(want)) && cur.Status.CurrentNumberScheduled == int32(len(want)), err
 		})
-		if err != nil {
-			t.Fatalf("pods never on exactly %v: %v", want, err)
-		}
 	}
 	waitNodes("a", "b")
 

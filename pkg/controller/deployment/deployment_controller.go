@@ -103,28 +103,33 @@ type statusWrite struct {
 	replacedRV string
 }
 
+// Features are the feature gates the Deployment controller consults.
+type Features struct {
+	// TerminatingReplicas (DeploymentReplicaSetTerminatingReplicas) reports
+	// status.terminatingReplicas.
+	TerminatingReplicas bool
+}
+
 // NewDeploymentController wires the controller to its informers; call Run to
 // start it once the informers are started.
-func NewDeploymentController(ctx context.Context, dInformer appsinformers.DeploymentInformer, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, client clientset.Interface) (*DeploymentController, error) {
+func NewDeploymentController(ctx context.Context, dInformer appsinformers.DeploymentInformer, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, client clientset.Interface, features Features) (*DeploymentController, error) {
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, component)
 	dc := &DeploymentController{
-		client:            client,
-		rsControl:         controller.RealRSControl{KubeClient: client},
-		eventBroadcaster:  broadcaster,
-		eventRecorder:     recorder,
-		dLister:           dInformer.Lister(),
-		rsLister:          rsInformer.Lister(),
-		dListerSynced:     dInformer.Informer().HasSynced,
-		rsListerSynced:    rsInformer.Informer().HasSynced,
-		podListerSynced:   podInformer.Informer().HasSynced,
-		queue:             controller.NewNamedQueue(queueName),
-		clock:             clock.RealClock{},
-		statusMinInterval: DefaultStatusMinInterval,
-		writes:            map[string]statusWrite{},
-		terminatingReplicas: func() bool {
-			return controller.FeatureEnabled(controller.DeploymentReplicaSetTerminatingReplicas, true)
-		},
+		client:              client,
+		rsControl:           controller.RealRSControl{KubeClient: client},
+		eventBroadcaster:    broadcaster,
+		eventRecorder:       recorder,
+		dLister:             dInformer.Lister(),
+		rsLister:            rsInformer.Lister(),
+		dListerSynced:       dInformer.Informer().HasSynced,
+		rsListerSynced:      rsInformer.Informer().HasSynced,
+		podListerSynced:     podInformer.Informer().HasSynced,
+		queue:               controller.NewNamedQueue(queueName),
+		clock:               clock.RealClock{},
+		statusMinInterval:   DefaultStatusMinInterval,
+		writes:              map[string]statusWrite{},
+		terminatingReplicas: func() bool { return features.TerminatingReplicas },
 	}
 	dc.syncHandler = dc.syncDeployment
 	dc.loop = controller.WorkLoop[string]{

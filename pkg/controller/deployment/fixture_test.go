@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -118,7 +119,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	dc, err := NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client)
+	dc, err := NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, Features{TerminatingReplicas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,18 +135,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 
 func (f *fixture) addToCache(o runtime.Object) {
 	f.t.Helper()
-	var err error
-	switch o := o.(type) {
-	case *apps.Deployment:
-		err = f.factory.Apps().V1().Deployments().Informer().GetIndexer().Add(o)
-	case *apps.ReplicaSet:
-		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(o)
-	case *v1.Pod:
-		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	testutil.AddToInformers(f.t, f.factory, o)
 }
 
 // sync runs one pass and returns the write actions it made.
@@ -166,27 +156,11 @@ func (f *fixture) mustSync(d *apps.Deployment) []core.Action {
 
 // writes drops reads (get/list/watch).
 func writes(actions []core.Action) []core.Action {
-	var out []core.Action
-	for _, a := range actions {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
+	return testutil.WriteActions(actions)
 }
 
 func describe(actions []core.Action) string {
-	var s []string
-	for _, a := range actions {
-		d := a.GetVerb() + " " + a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			d += "/" + a.GetSubresource()
-		}
-		s = append(s, d)
-	}
-	return strings.Join(s, ", ")
+	return strings.Join(testutil.Describe(actions), ", ")
 }
 
 func statusUpdates(actions []core.Action) []*apps.Deployment {

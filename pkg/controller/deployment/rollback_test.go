@@ -7,10 +7,10 @@ import (
 
 	apps "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	core "k8s.io/client-go/testing"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // The deprecated rollback annotation: revision 0 means the previous one.
@@ -73,13 +73,10 @@ func TestRunCreatesReplicaSet(t *testing.T) {
 	if _, err := f.client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testutil.WaitUntil(t, "ReplicaSet never created", func(ctx context.Context) (bool, error) {
 		_, err := f.client.AppsV1().ReplicaSets("default").Get(ctx, "web-5fc9f4bf66", metav1.GetOptions{})
 		return err == nil, nil
 	})
-	if err != nil {
-		t.Fatalf("ReplicaSet never created: %v", err)
-	}
 	cancel()
 	<-done
 	f.factory.Shutdown()

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -217,17 +216,6 @@ func (f *fixture) expectEvent(prefix string) {
 		}
 	}
 	f.t.Fatalf("no event %q among %q", prefix, evs)
-}
-
-// eventually polls cond; the fake clock's queue goroutines need a moment.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
 }
 
 func minAvailablePDB(name string, v intstr.IntOrString) *policy.PodDisruptionBudget {

@@ -9,18 +9,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // drain returns the keys waiting in q.
 func drain(q workqueue.TypedRateLimitingInterface[string]) []string {
-	var keys []string
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-		q.Forget(k)
-		keys = append(keys, k)
-	}
-	return keys
+	return testutil.Drain[string](q)
 }
 
 func expectKeys(t *testing.T, q workqueue.TypedRateLimitingInterface[string], want ...string) {
@@ -103,7 +98,7 @@ func TestPodWithDisruptionTargetQueuedForStaleCheck(t *testing.T) {
 		t.Fatal("queued before the timeout")
 	}
 	f.clock.Step(time.Second)
-	eventually(t, "the stale check to be queued", func() bool { return f.dc.stalePodDisruptionQueue.Len() == 1 })
+	testutil.WaitFor(t, "the stale check to be queued", func() bool { return f.dc.stalePodDisruptionQueue.Len() == 1 })
 	expectKeys(t, f.dc.stalePodDisruptionQueue, "default/victim")
 }
 
@@ -119,7 +114,7 @@ func TestRecheckMovesKeyToSyncQueue(t *testing.T) {
 	}
 	// The first rate-limited add waits the base backoff of 5ms.
 	f.clock.Step(5 * time.Millisecond)
-	eventually(t, "the key in the sync queue", func() bool { return f.dc.queue.Len() == 1 })
+	testutil.WaitFor(t, "the key in the sync queue", func() bool { return f.dc.queue.Len() == 1 })
 	expectKeys(t, f.dc.queue, "default/pdb")
 
 	f.dc.recheckQueue.ShutDown()

@@ -3,13 +3,11 @@ package disruption
 import (
 	"context"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,6 +15,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // TestRunConverges drives the controller through informers on a fake
@@ -55,15 +55,12 @@ func TestRunConverges(t *testing.T) {
 	}
 
 	var got *policy.PodDisruptionBudget
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testutil.WaitUntil(t, "status with 2 healthy and 1 disruption allowed", func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "pdb", metav1.GetOptions{})
 		return err == nil && got.Status.CurrentHealthy == 2 && got.Status.DisruptionsAllowed == 1, err
 	})
-	if err != nil {
-		t.Fatalf("status never converged: %+v", got.Status)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testutil.WaitUntil(t, "the stale DisruptionTarget reset", func(ctx context.Context) (bool, error) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -71,9 +68,6 @@ func TestRunConverges(t *testing.T) {
 		c := disruptionTargetCondition(p)
 		return c != nil && c.Status == v1.ConditionFalse, nil
 	})
-	if err != nil {
-		t.Fatal("stale DisruptionTarget was never reset")
-	}
 	for _, a := range client.Actions() {
 		if a.GetVerb() == "update" && a.GetResource().Resource == "poddisruptionbudgets" && a.GetSubresource() != "status" {
 			t.Errorf("budget written outside the status subresource: %v", a)

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // podWithDisruptionTarget is a running pod with a True DisruptionTarget
@@ -82,7 +84,7 @@ func TestStaleDisruptionTargetNotDueYet(t *testing.T) {
 		t.Fatal("requeued before the condition is stale")
 	}
 	f.clock.Step(time.Second)
-	eventually(t, "the pod to be requeued", func() bool { return f.dc.stalePodDisruptionQueue.Len() == 1 })
+	testutil.WaitFor(t, "the pod to be requeued", func() bool { return f.dc.stalePodDisruptionQueue.Len() == 1 })
 }
 
 // The condition is left alone when the disruption is real or harmless.

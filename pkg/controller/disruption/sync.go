@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
+	pdbhelper "k8s.io/component-helpers/apps/poddisruptionbudget"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
@@ -267,7 +268,7 @@ func (dc *DisruptionController) updatePDBStatus(ctx context.Context, pdb *policy
 		st.DisruptionsAllowed == disruptionsAllowed &&
 		apiequality.Semantic.DeepEqual(st.DisruptedPods, disruptedPods) &&
 		st.ObservedGeneration == pdb.Generation &&
-		conditionsAreUpToDate(pdb) {
+		pdbhelper.ConditionsAreUpToDate(pdb) {
 		return nil
 	}
 
@@ -281,7 +282,7 @@ func (dc *DisruptionController) updatePDBStatus(ctx context.Context, pdb *policy
 		ExpectedPods:       expectedCount,
 		Conditions:         newPDB.Status.Conditions,
 	}
-	setDisruptionAllowedCondition(newPDB)
+	pdbhelper.UpdateDisruptionAllowedCondition(newPDB)
 	return dc.writeStatus(ctx, newPDB)
 }
 
@@ -290,36 +291,4 @@ func (dc *DisruptionController) updatePDBStatus(ctx context.Context, pdb *policy
 func (dc *DisruptionController) updateStatus(ctx context.Context, pdb *policy.PodDisruptionBudget) error {
 	_, err := dc.kubeClient.PolicyV1().PodDisruptionBudgets(pdb.Namespace).UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
 	return err
-}
-
-// setDisruptionAllowedCondition sets DisruptionAllowed from
-// status.disruptionsAllowed, as the eviction handler also does.
-func setDisruptionAllowedCondition(pdb *policy.PodDisruptionBudget) {
-	if pdb.Status.Conditions == nil {
-		pdb.Status.Conditions = []metav1.Condition{}
-	}
-	cond := metav1.Condition{
-		Type:               policy.DisruptionAllowedCondition,
-		Status:             metav1.ConditionFalse,
-		Reason:             policy.InsufficientPodsReason,
-		ObservedGeneration: pdb.Status.ObservedGeneration,
-	}
-	if pdb.Status.DisruptionsAllowed > 0 {
-		cond.Status = metav1.ConditionTrue
-		cond.Reason = policy.SufficientPodsReason
-	}
-	apimeta.SetStatusCondition(&pdb.Status.Conditions, cond)
-}
-
-// conditionsAreUpToDate reports whether DisruptionAllowed matches the
-// status the budget already has (a SyncFailed one never does).
-func conditionsAreUpToDate(pdb *policy.PodDisruptionBudget) bool {
-	cond := apimeta.FindStatusCondition(pdb.Status.Conditions, policy.DisruptionAllowedCondition)
-	if cond == nil || pdb.Status.ObservedGeneration != pdb.Generation {
-		return false
-	}
-	if pdb.Status.DisruptionsAllowed > 0 {
-		return cond.Status == metav1.ConditionTrue && cond.Reason == policy.SufficientPodsReason
-	}
-	return cond.Status == metav1.ConditionFalse && cond.Reason == policy.InsufficientPodsReason
 }

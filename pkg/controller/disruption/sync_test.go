@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // An integer minAvailable counts the selected pods themselves: every pod
@@ -461,7 +463,7 @@ func TestDisruptedPods(t *testing.T) {
 		t.Fatal("recheck queued before the entry expired")
 	}
 	f.clock.Step(time.Second)
-	eventually(t, "recheck to be queued", func() bool { return f.dc.recheckQueue.Len() == 1 })
+	testutil.WaitFor(t, "recheck to be queued", func() bool { return f.dc.recheckQueue.Len() == 1 })
 
 	// Once expired, the pod counts again and its entry goes.
 	f.clock.Step(time.Second)

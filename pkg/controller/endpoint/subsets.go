@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/types"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 	utilnet "k8s.io/utils/net"
 
@@ -26,7 +27,7 @@ func desiredSubsets(logger klog.Logger, service *v1.Service, pods []*v1.Pod) ([]
 		if port != nil {
 			ports = append(ports, *port)
 		}
-		if tolerateUnready || esutil.IsPodReady(pod) {
+		if tolerateUnready || endpointsliceutil.IsPodReady(pod) {
 			subsets = append(subsets, endpointSubset{Addresses: []endpointAddress{addr}, Ports: ports})
 			ready++
 		} else {
@@ -35,7 +36,7 @@ func desiredSubsets(logger klog.Logger, service *v1.Service, pods []*v1.Pod) ([]
 		}
 	}
 	for _, pod := range pods {
-		if !esutil.ShouldPodBeInEndpoints(pod, tolerateUnready) {
+		if !endpointsliceutil.ShouldPodBeInEndpoints(pod, tolerateUnready) {
 			continue
 		}
 		addr, err := podToEndpointAddress(service, pod)
@@ -43,7 +44,7 @@ func desiredSubsets(logger klog.Logger, service *v1.Service, pods []*v1.Pod) ([]
 			logger.V(2).Info("Failed to find endpoint for service with ClusterIP on pod with error", "service", klog.KObj(service), "clusterIP", service.Spec.ClusterIP, "pod", klog.KObj(pod), "error", err)
 			continue
 		}
-		if esutil.ShouldSetHostname(pod, service) {
+		if endpointsliceutil.ShouldSetHostname(pod, service) {
 			addr.Hostname = pod.Spec.Hostname
 		}
 		if len(service.Spec.Ports) == 0 {

@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
-	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
 )
 
 const (
@@ -64,16 +64,16 @@ type Controller struct {
 	nodesSynced          cache.InformerSynced
 	endpointSlicesSynced cache.InformerSynced
 
-	tracker            *EndpointSliceTracker
-	triggerTimeTracker *esutil.TriggerTimeTracker
+	tracker            *endpointsliceutil.EndpointSliceTracker
+	triggerTimeTracker *endpointsliceutil.TriggerTimeTracker
 	reconciler         *reconciler
 
 	serviceQueue  workqueue.TypedRateLimitingInterface[string]
-	podQueue      workqueue.TypedRateLimitingInterface[*esutil.PodProjectionKey]
+	podQueue      workqueue.TypedRateLimitingInterface[*endpointsliceutil.PodProjectionKey]
 	topologyQueue workqueue.TypedRateLimitingInterface[string]
 	topology      *topologyCache
 	serviceLoop   *controller.WorkLoop[string]
-	podLoop       *controller.WorkLoop[*esutil.PodProjectionKey]
+	podLoop       *controller.WorkLoop[*endpointsliceutil.PodProjectionKey]
 	topologyLoop  *controller.WorkLoop[string]
 
 	maxEndpointsPerSlice       int32
@@ -105,11 +105,11 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice"},
 		),
 		// Unnamed as upstream: no workqueue metrics for the pod queue.
-		podQueue:                   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[*esutil.PodProjectionKey]()),
+		podQueue:                   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[*endpointsliceutil.PodProjectionKey]()),
 		topologyQueue:              workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		topology:                   newTopologyCache(),
-		tracker:                    NewEndpointSliceTracker(),
-		triggerTimeTracker:         esutil.NewTriggerTimeTracker(),
+		tracker:                    endpointsliceutil.NewEndpointSliceTracker(),
+		triggerTimeTracker:         endpointsliceutil.NewTriggerTimeTracker(),
 		maxEndpointsPerSlice:       maxEndpointsPerSlice,
 		endpointUpdatesBatchPeriod: endpointUpdatesBatchPeriod,
 	}
@@ -174,7 +174,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer,
 		Sync:       c.syncServiceTracked,
 		MaxRetries: maxRetries,
 	}
-	c.podLoop = &controller.WorkLoop[*esutil.PodProjectionKey]{
+	c.podLoop = &controller.WorkLoop[*endpointsliceutil.PodProjectionKey]{
 		Name:       "endpoint_slice_pods",
 		Queue:      c.podQueue,
 		Sync:       c.syncPod,
@@ -303,8 +303,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	return nil
 }
 
-func (c *Controller) syncPod(_ context.Context, key *esutil.PodProjectionKey) error {
-	services, err := esutil.GetServicesToUpdate(c.serviceLister, key)
+func (c *Controller) syncPod(_ context.Context, key *endpointsliceutil.PodProjectionKey) error {
+	services, err := endpointsliceutil.GetServicesToUpdate(c.serviceLister, key)
 	if err != nil {
 		return err
 	}
@@ -324,7 +324,7 @@ func (c *Controller) enqueueService(obj interface{}) {
 }
 
 func (c *Controller) onPodUpdate(old, cur interface{}) {
-	if key := esutil.GetPodUpdateProjectionKey(old, cur); key != nil {
+	if key := endpointsliceutil.GetPodUpdateProjectionKey(old, cur); key != nil {
 		c.podQueue.Add(key)
 	}
 }

@@ -7,54 +7,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
 )
 
 const metricsSubsystem = "endpoint_slice_controller"
 
 var (
-	endpointsAddedPerSync = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "endpoints_added_per_sync",
-		Help:           "Number of endpoints added on each Service sync",
-		StabilityLevel: metrics.BETA,
-		Buckets:        metrics.ExponentialBuckets(2, 2, 15),
-	}, []string{})
+	endpointsAddedPerSync = esutil.PerSyncHistogram(metricsSubsystem, "endpoints_added_per_sync",
+		"Number of endpoints added on each Service sync", metrics.BETA)
 
-	endpointsRemovedPerSync = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "endpoints_removed_per_sync",
-		Help:           "Number of endpoints removed on each Service sync",
-		StabilityLevel: metrics.BETA,
-		Buckets:        metrics.ExponentialBuckets(2, 2, 15),
-	}, []string{})
+	endpointsRemovedPerSync = esutil.PerSyncHistogram(metricsSubsystem, "endpoints_removed_per_sync",
+		"Number of endpoints removed on each Service sync", metrics.BETA)
 
-	endpointsDesired = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "endpoints_desired",
-		Help:           "Number of endpoints desired",
-		StabilityLevel: metrics.BETA,
-	}, []string{})
+	endpointsDesired = esutil.Gauge(metricsSubsystem, "endpoints_desired",
+		"Number of endpoints desired", metrics.BETA)
 
-	numEndpointSlices = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "num_endpoint_slices",
-		Help:           "Number of EndpointSlices",
-		StabilityLevel: metrics.BETA,
-	}, []string{})
+	numEndpointSlices = esutil.Gauge(metricsSubsystem, "num_endpoint_slices",
+		"Number of EndpointSlices", metrics.BETA)
 
-	desiredEndpointSlices = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "desired_endpoint_slices",
-		Help:           "Number of EndpointSlices that would exist with perfect endpoint allocation",
-		StabilityLevel: metrics.BETA,
-	}, []string{})
+	desiredEndpointSlices = esutil.Gauge(metricsSubsystem, "desired_endpoint_slices",
+		"Number of EndpointSlices that would exist with perfect endpoint allocation", metrics.BETA)
 
-	endpointSliceChanges = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "changes",
-		Help:           "Number of EndpointSlice changes",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"operation"})
+	endpointSliceChanges = esutil.ChangesCounter(metricsSubsystem)
 
 	endpointSlicesChangedPerSync = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem: metricsSubsystem,
@@ -88,24 +63,17 @@ func registerMetrics() {
 	})
 }
 
-// portMapEfficiency is what one port mapping of one Service contributes to
-// the gauges.
-type portMapEfficiency struct {
-	endpoints int
-	slices    int
-}
-
 type serviceTotals struct {
 	actualSlices, desiredSlices, endpoints int
 }
 
-func totalsOf(items map[portMapKey]portMapEfficiency, maxPerSlice int) serviceTotals {
+func totalsOf(items map[portMapKey]esutil.PortMapEfficiency, maxPerSlice int) serviceTotals {
 	var t serviceTotals
 	for _, e := range items {
-		t.endpoints += e.endpoints
-		t.actualSlices += e.slices
-		if e.endpoints > 0 {
-			t.desiredSlices += int(math.Ceil(float64(e.endpoints) / float64(maxPerSlice)))
+		t.endpoints += e.Endpoints
+		t.actualSlices += e.Slices
+		if e.Endpoints > 0 {
+			t.desiredSlices += int(math.Ceil(float64(e.Endpoints) / float64(maxPerSlice)))
 		}
 	}
 	if t.desiredSlices == 0 {
@@ -119,7 +87,7 @@ func totalsOf(items map[portMapKey]portMapEfficiency, maxPerSlice int) serviceTo
 type metricsCache struct {
 	mu                   sync.Mutex
 	maxPerSlice          int
-	byService            map[types.NamespacedName]map[portMapKey]portMapEfficiency
+	byService            map[types.NamespacedName]map[portMapKey]esutil.PortMapEfficiency
 	trafficDistByService map[types.NamespacedName]string
 	actual, desired, eps int
 }
@@ -127,12 +95,12 @@ type metricsCache struct {
 func newMetricsCache(maxPerSlice int32) *metricsCache {
 	return &metricsCache{
 		maxPerSlice:          int(maxPerSlice),
-		byService:            map[types.NamespacedName]map[portMapKey]portMapEfficiency{},
+		byService:            map[types.NamespacedName]map[portMapKey]esutil.PortMapEfficiency{},
 		trafficDistByService: map[types.NamespacedName]string{},
 	}
 }
 
-func (c *metricsCache) updateService(nn types.NamespacedName, items map[portMapKey]portMapEfficiency) {
+func (c *metricsCache) updateService(nn types.NamespacedName, items map[portMapKey]esutil.PortMapEfficiency) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev, ok := c.byService[nn]; ok {

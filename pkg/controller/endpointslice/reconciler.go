@@ -16,6 +16,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 
 	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
@@ -29,7 +30,7 @@ type reconciler struct {
 	client                        clientset.Interface
 	nodeLister                    corelisters.NodeLister
 	maxEndpointsPerSlice          int32
-	tracker                       *EndpointSliceTracker
+	tracker                       *endpointsliceutil.EndpointSliceTracker
 	metrics                       *metricsCache
 	controllerName                string
 	preferSameTrafficDistribution bool
@@ -88,15 +89,15 @@ func (r *reconciler) reconcileByAddressType(ctx context.Context, service *v1.Ser
 	}
 
 	desiredPorts := map[portMapKey][]discovery.EndpointPort{}
-	desiredByPorts := map[portMapKey]endpointSet{}
+	desiredByPorts := map[portMapKey]esutil.EndpointSet{}
 	for _, pod := range pods {
-		if !esutil.ShouldPodBeInEndpoints(pod, true) {
+		if !endpointsliceutil.ShouldPodBeInEndpoints(pod, true) {
 			continue
 		}
 		ports := endpointPorts(logger, service, pod)
 		k := newPortMapKey(ports)
 		if _, ok := desiredByPorts[k]; !ok {
-			desiredByPorts[k] = endpointSet{}
+			desiredByPorts[k] = esutil.EndpointSet{}
 			desiredPorts[k] = ports
 		}
 		node, err := r.nodeLister.Get(pod.Spec.NodeName)
@@ -113,11 +114,11 @@ func (r *reconciler) reconcileByAddressType(ctx context.Context, service *v1.Ser
 		}
 		ep := podToEndpoint(pod, node, service, addressType)
 		if len(ep.Addresses) > 0 {
-			desiredByPorts[k].insert(&ep)
+			desiredByPorts[k].Insert(&ep)
 		}
 	}
 
-	efficiency := map[portMapKey]portMapEfficiency{}
+	efficiency := map[portMapKey]esutil.PortMapEfficiency{}
 	added, removed := 0, 0
 	// Sorted keys: deterministic order of creates.
 	keys := make([]string, 0, len(desiredByPorts))
@@ -132,7 +133,7 @@ func (r *reconciler) reconcileByAddressType(ctx context.Context, service *v1.Ser
 		c, u, d, a, rm := r.reconcileByPortMapping(logger, service, existingByPorts[k], desired, desiredPorts[k], addressType)
 		added += a
 		removed += rm
-		efficiency[k] = portMapEfficiency{endpoints: n, slices: len(existingByPorts[k]) + len(c) - len(d)}
+		efficiency[k] = esutil.PortMapEfficiency{Endpoints: n, Slices: len(existingByPorts[k]) + len(c) - len(d)}
 		toCreate = append(toCreate, c...)
 		toUpdate = append(toUpdate, u...)
 		toDelete = append(toDelete, d...)
@@ -151,7 +152,7 @@ func (r *reconciler) reconcileByAddressType(ctx context.Context, service *v1.Ser
 		} else {
 			toCreate = append(toCreate, placeholder)
 		}
-		efficiency[newPortMapKey(placeholder.Ports)] = portMapEfficiency{endpoints: 0, slices: 1}
+		efficiency[newPortMapKey(placeholder.Ports)] = esutil.PortMapEfficiency{Endpoints: 0, Slices: 1}
 	}
 
 	endpointsAddedPerSync.WithLabelValues().Observe(float64(added))
@@ -221,7 +222,7 @@ func isPlaceholderFor(existing, placeholder *discovery.EndpointSlice) bool {
 // reconcileByPortMapping computes the slice changes for the endpoints
 // sharing one set of ports. It returns slices to create, update and
 // delete, and the numbers of endpoints added and removed.
-func (r *reconciler) reconcileByPortMapping(logger klog.Logger, service *v1.Service, existing []*discovery.EndpointSlice, desired endpointSet, ports []discovery.EndpointPort, addressType discovery.AddressType) ([]*discovery.EndpointSlice, []*discovery.EndpointSlice, []*discovery.EndpointSlice, int, int) {
+func (r *reconciler) reconcileByPortMapping(logger klog.Logger, service *v1.Service, existing []*discovery.EndpointSlice, desired esutil.EndpointSet, ports []discovery.EndpointPort, addressType discovery.AddressType) ([]*discovery.EndpointSlice, []*discovery.EndpointSlice, []*discovery.EndpointSlice, int, int) {
 	max := int(r.maxEndpointsPerSlice)
 	byName := map[string]*discovery.EndpointSlice{}
 	unchangedNames := sets.New[string]()
@@ -236,15 +237,15 @@ func (r *reconciler) reconcileByPortMapping(logger klog.Logger, service *v1.Serv
 		changed := false
 		for i := range s.Endpoints {
 			cur := &s.Endpoints[i]
-			want := desired.get(cur)
+			want := desired.Get(cur)
 			if want == nil {
 				continue
 			}
 			kept = append(kept, *want)
-			if !endpointsEqualBeyondKey(want, cur) {
+			if !esutil.EqualBeyondKey(want, cur) {
 				changed = true
 			}
-			desired.remove(cur)
+			desired.Remove(cur)
 		}
 		labels, labelsChanged := desiredSliceLabels(logger, s, service, r.controllerName)
 		switch {
@@ -279,7 +280,7 @@ func (r *reconciler) reconcileByPortMapping(logger klog.Logger, service *v1.Serv
 		sort.SliceStable(slices, func(i, j int) bool { return len(slices[i].Endpoints) > len(slices[j].Endpoints) })
 		for _, s := range slices {
 			for len(desired) > 0 && len(s.Endpoints) < max {
-				s.Endpoints = append(s.Endpoints, *desired.popAny())
+				s.Endpoints = append(s.Endpoints, *desired.PopAny())
 			}
 		}
 	}
@@ -302,7 +303,7 @@ func (r *reconciler) reconcileByPortMapping(logger klog.Logger, service *v1.Serv
 			byName[fill.Name] = fill
 		}
 		for len(desired) > 0 && len(fill.Endpoints) < max {
-			fill.Endpoints = append(fill.Endpoints, *desired.popAny())
+			fill.Endpoints = append(fill.Endpoints, *desired.PopAny())
 		}
 		if fill.Name != "" {
 			updateNames.Insert(fill.Name)

@@ -8,9 +8,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 	utilnet "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
@@ -32,48 +32,9 @@ func newPortMapKey(ports []discovery.EndpointPort) portMapKey {
 	return portMapKey(esutil.DeepHashString(hashes))
 }
 
-// endpointKey identifies one endpoint across syncs: its addresses, hostname
-// and target pod. Conditions, node and zone are compared separately so a
-// change of them updates the endpoint in place.
-type endpointKey string
-
-func keyOfEndpoint(ep *discovery.Endpoint) endpointKey {
-	addrs := append([]string(nil), ep.Addresses...)
-	sort.Strings(addrs)
-	k := struct {
-		Addresses []string
-		Hostname  string
-		Namespace string
-		Name      string
-	}{Addresses: addrs}
-	if ep.Hostname != nil {
-		k.Hostname = *ep.Hostname
-	}
-	if ep.TargetRef != nil {
-		k.Namespace, k.Name = ep.TargetRef.Namespace, ep.TargetRef.Name
-	}
-	return endpointKey(esutil.DeepHashString(k))
-}
-
-// endpointSet holds desired endpoints by identity.
-type endpointSet map[endpointKey]*discovery.Endpoint
-
-func (s endpointSet) insert(ep *discovery.Endpoint)                  { s[keyOfEndpoint(ep)] = ep }
-func (s endpointSet) get(ep *discovery.Endpoint) *discovery.Endpoint { return s[keyOfEndpoint(ep)] }
-func (s endpointSet) remove(ep *discovery.Endpoint)                  { delete(s, keyOfEndpoint(ep)) }
-
-// popAny removes and returns some endpoint; callers check len first.
-func (s endpointSet) popAny() *discovery.Endpoint {
-	for k, ep := range s {
-		delete(s, k)
-		return ep
-	}
-	return nil
-}
-
 // podToEndpoint builds the endpoint of a pod for one address family.
 func podToEndpoint(pod *v1.Pod, node *v1.Node, service *v1.Service, addressType discovery.AddressType) discovery.Endpoint {
-	serving := esutil.IsPodReady(pod)
+	serving := endpointsliceutil.IsPodReady(pod)
 	terminating := pod.DeletionTimestamp != nil
 	// Ready means "serving and not terminating", unless the Service asks
 	// for not-ready addresses to be published.
@@ -98,7 +59,7 @@ func podToEndpoint(pod *v1.Pod, node *v1.Node, service *v1.Service, addressType 
 	if node != nil && node.Labels[v1.LabelTopologyZone] != "" {
 		ep.Zone = ptr.To(node.Labels[v1.LabelTopologyZone])
 	}
-	if esutil.ShouldSetHostname(pod, service) {
+	if endpointsliceutil.ShouldSetHostname(pod, service) {
 		ep.Hostname = ptr.To(pod.Spec.Hostname)
 	}
 	return ep
@@ -149,7 +110,7 @@ func newEndpointSlice(logger klog.Logger, service *v1.Service, ports []discovery
 	slice := &discovery.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:       map[string]string{},
-			GenerateName: slicePrefix(service.Name),
+			GenerateName: esutil.SlicePrefix(service.Name),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         "v1",
 				Kind:               "Service",
@@ -166,16 +127,6 @@ func newEndpointSlice(logger klog.Logger, service *v1.Service, ports []discovery
 	}
 	slice.Labels, _ = desiredSliceLabels(logger, slice, service, controllerName)
 	return slice
-}
-
-// slicePrefix is "<service>-", or the bare name when the dash would make
-// an invalid name.
-func slicePrefix(serviceName string) string {
-	prefix := serviceName + "-"
-	if len(apimachineryvalidation.NameIsDNSSubdomain(prefix, true)) != 0 {
-		return serviceName
-	}
-	return prefix
 }
 
 // ownedBy reports whether the slice has an owner reference to this
@@ -293,29 +244,6 @@ func addressTypesForService(logger klog.Logger, service *v1.Service) sets.Set[di
 	}
 	logger.V(2).Info("Headless Service has no ipFamilies; using both address types", "service", klog.KObj(service))
 	return out.Insert(discovery.AddressTypeIPv4, discovery.AddressTypeIPv6)
-}
-
-// endpointsEqualBeyondKey compares what keyOfEndpoint leaves out.
-func endpointsEqualBeyondKey(a, b *discovery.Endpoint) bool {
-	if !ptr.Equal(a.NodeName, b.NodeName) || !ptr.Equal(a.Zone, b.Zone) {
-		return false
-	}
-	if !ptr.Equal(a.Conditions.Ready, b.Conditions.Ready) ||
-		!ptr.Equal(a.Conditions.Serving, b.Conditions.Serving) ||
-		!ptr.Equal(a.Conditions.Terminating, b.Conditions.Terminating) {
-		return false
-	}
-	if (a.TargetRef == nil) != (b.TargetRef == nil) {
-		return false
-	}
-	if a.TargetRef != nil {
-		ra, rb := *a.TargetRef, *b.TargetRef
-		ra.ResourceVersion, rb.ResourceVersion = "", ""
-		if ra != rb {
-			return false
-		}
-	}
-	return true
 }
 
 // hintsEnabled reports whether the Service opts into topology-aware hints

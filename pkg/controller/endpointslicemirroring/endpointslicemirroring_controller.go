@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
@@ -68,7 +69,7 @@ type Controller struct {
 
 	// tracker remembers the slice generations this controller wrote, per
 	// Endpoints object, to detect an EndpointSlice cache that lags behind.
-	tracker    *endpointslice.EndpointSliceTracker
+	tracker    *endpointsliceutil.EndpointSliceTracker
 	reconciler *reconciler
 
 	// queue holds namespace/name keys, shared by an Endpoints object and
@@ -105,7 +106,7 @@ func NewController(ctx context.Context, endpointsInformer coreinformers.Endpoint
 			),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName},
 		),
-		tracker:                    endpointslice.NewEndpointSliceTracker(),
+		tracker:                    endpointsliceutil.NewEndpointSliceTracker(),
 		endpointUpdatesBatchPeriod: endpointUpdatesBatchPeriod,
 	}
 

@@ -7,35 +7,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
 )
 
 const metricsSubsystem = "endpoint_slice_mirroring_controller"
 
-func perSyncHistogram(name, help string) *metrics.HistogramVec {
-	return metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           name,
-		Help:           help,
-		StabilityLevel: metrics.ALPHA,
-		Buckets:        metrics.ExponentialBuckets(2, 2, 15),
-	}, []string{})
-}
-
-func gauge(name, help string) *metrics.GaugeVec {
-	return metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           name,
-		Help:           help,
-		StabilityLevel: metrics.ALPHA,
-	}, []string{})
-}
-
 var (
-	endpointsAddedPerSync   = perSyncHistogram("endpoints_added_per_sync", "Number of endpoints added on each Endpoints sync")
-	endpointsUpdatedPerSync = perSyncHistogram("endpoints_updated_per_sync", "Number of endpoints updated on each Endpoints sync")
-	endpointsRemovedPerSync = perSyncHistogram("endpoints_removed_per_sync", "Number of endpoints removed on each Endpoints sync")
-	addressesSkippedPerSync = perSyncHistogram("addresses_skipped_per_sync",
-		"Number of addresses skipped on each Endpoints sync due to being invalid or exceeding MaxEndpointsPerSubset")
+	endpointsAddedPerSync   = esutil.PerSyncHistogram(metricsSubsystem, "endpoints_added_per_sync", "Number of endpoints added on each Endpoints sync", metrics.ALPHA)
+	endpointsUpdatedPerSync = esutil.PerSyncHistogram(metricsSubsystem, "endpoints_updated_per_sync", "Number of endpoints updated on each Endpoints sync", metrics.ALPHA)
+	endpointsRemovedPerSync = esutil.PerSyncHistogram(metricsSubsystem, "endpoints_removed_per_sync", "Number of endpoints removed on each Endpoints sync", metrics.ALPHA)
+	addressesSkippedPerSync = esutil.PerSyncHistogram(metricsSubsystem, "addresses_skipped_per_sync",
+		"Number of addresses skipped on each Endpoints sync due to being invalid or exceeding MaxEndpointsPerSubset", metrics.ALPHA)
 
 	endpointsSyncDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
@@ -45,16 +28,11 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
 	}, []string{})
 
-	endpointsDesired      = gauge("endpoints_desired", "Number of endpoints desired")
-	numEndpointSlices     = gauge("num_endpoint_slices", "Number of EndpointSlices")
-	desiredEndpointSlices = gauge("desired_endpoint_slices", "Number of EndpointSlices that would exist with perfect endpoint allocation")
+	endpointsDesired      = esutil.Gauge(metricsSubsystem, "endpoints_desired", "Number of endpoints desired", metrics.ALPHA)
+	numEndpointSlices     = esutil.Gauge(metricsSubsystem, "num_endpoint_slices", "Number of EndpointSlices", metrics.ALPHA)
+	desiredEndpointSlices = esutil.Gauge(metricsSubsystem, "desired_endpoint_slices", "Number of EndpointSlices that would exist with perfect endpoint allocation", metrics.ALPHA)
 
-	endpointSliceChanges = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "changes",
-		Help:           "Number of EndpointSlice changes",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"operation"})
+	endpointSliceChanges = esutil.ChangesCounter(metricsSubsystem)
 
 	registerOnce sync.Once
 )
@@ -68,19 +46,12 @@ func registerMetrics() {
 	})
 }
 
-// efficiency is what one port mapping of one Endpoints object contributes
-// to the gauges.
-type efficiency struct {
-	endpoints int
-	slices    int
-}
-
 // metricsCache keeps each Endpoints object's contribution so the gauges can
 // be adjusted on every sync without walking everything.
 type metricsCache struct {
 	mu          sync.Mutex
 	maxPerSlice int
-	byEndpoints map[types.NamespacedName]map[portMapKey]efficiency
+	byEndpoints map[types.NamespacedName]map[portMapKey]esutil.PortMapEfficiency
 	totals      cacheTotals
 }
 
@@ -88,23 +59,23 @@ type cacheTotals struct {
 	endpoints, actualSlices, desiredSlices int
 }
 
-func (t *cacheTotals) add(items map[portMapKey]efficiency, maxPerSlice, sign int) {
+func (t *cacheTotals) add(items map[portMapKey]esutil.PortMapEfficiency, maxPerSlice, sign int) {
 	for _, e := range items {
-		t.endpoints += sign * e.endpoints
-		t.actualSlices += sign * e.slices
-		t.desiredSlices += sign * int(math.Ceil(float64(e.endpoints)/float64(maxPerSlice)))
+		t.endpoints += sign * e.Endpoints
+		t.actualSlices += sign * e.Slices
+		t.desiredSlices += sign * int(math.Ceil(float64(e.Endpoints)/float64(maxPerSlice)))
 	}
 }
 
 func newMetricsCache(maxPerSlice int32) *metricsCache {
 	return &metricsCache{
 		maxPerSlice: int(maxPerSlice),
-		byEndpoints: map[types.NamespacedName]map[portMapKey]efficiency{},
+		byEndpoints: map[types.NamespacedName]map[portMapKey]esutil.PortMapEfficiency{},
 	}
 }
 
 // update replaces the contribution of one Endpoints object.
-func (c *metricsCache) update(nn types.NamespacedName, items map[portMapKey]efficiency) {
+func (c *metricsCache) update(nn types.NamespacedName, items map[portMapKey]esutil.PortMapEfficiency) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.totals.add(c.byEndpoints[nn], c.maxPerSlice, -1)

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
+
+	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
 )
 
 func TestMetricsCacheTotals(t *testing.T) {
@@ -16,12 +18,12 @@ func TestMetricsCacheTotals(t *testing.T) {
 	a := types.NamespacedName{Namespace: "ns", Name: "a"}
 	b := types.NamespacedName{Namespace: "ns", Name: "b"}
 
-	c.update(a, map[portMapKey]efficiency{k80: {endpoints: 150, slices: 3}, k443: {endpoints: 0, slices: 0}})
-	c.update(b, map[portMapKey]efficiency{k80: {endpoints: 10, slices: 1}})
+	c.update(a, map[portMapKey]esutil.PortMapEfficiency{k80: {Endpoints: 150, Slices: 3}, k443: {Endpoints: 0, Slices: 0}})
+	c.update(b, map[portMapKey]esutil.PortMapEfficiency{k80: {Endpoints: 10, Slices: 1}})
 	if want := (cacheTotals{endpoints: 160, actualSlices: 4, desiredSlices: 3}); c.totals != want {
 		t.Errorf("totals %+v, want %+v", c.totals, want)
 	}
-	c.update(a, map[portMapKey]efficiency{k80: {endpoints: 20, slices: 1}})
+	c.update(a, map[portMapKey]esutil.PortMapEfficiency{k80: {Endpoints: 20, Slices: 1}})
 	if want := (cacheTotals{endpoints: 30, actualSlices: 2, desiredSlices: 2}); c.totals != want {
 		t.Errorf("after replace: totals %+v, want %+v", c.totals, want)
 	}

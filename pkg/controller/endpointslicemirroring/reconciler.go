@@ -13,10 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpoint"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslice"
+	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
 )
 
 // reconciler turns an Endpoints object and the slices mirrored from it so
@@ -25,7 +26,7 @@ import (
 // it changed and left alone otherwise.
 type reconciler struct {
 	client                clientset.Interface
-	tracker               *endpointslice.EndpointSliceTracker
+	tracker               *endpointsliceutil.EndpointSliceTracker
 	eventRecorder         record.EventRecorder
 	maxEndpointsPerSubset int32
 	metrics               *metricsCache
@@ -34,7 +35,7 @@ type reconciler struct {
 // desiredState is the mirrored form of an Endpoints object: endpoints and
 // ports per port mapping.
 type desiredState struct {
-	endpoints map[portMapKey]endpointSet
+	endpoints map[portMapKey]esutil.EndpointSet
 	ports     map[portMapKey][]discovery.EndpointPort
 }
 
@@ -70,15 +71,15 @@ func (r *reconciler) reconcile(ctx context.Context, ep *endpoints, existing []*d
 
 	var plan slicesByAction
 	var totals totalsByAction
-	eff := map[portMapKey]efficiency{}
+	eff := map[portMapKey]esutil.PortMapEfficiency{}
 	for k, want := range d.endpoints {
 		numEndpoints := len(want)
 		p, t := r.reconcilePortMapping(ep, existingByKey[k], want, d.ports[k], k.addressType)
 		plan.append(p)
 		totals.add(t)
-		eff[k] = efficiency{
-			endpoints: numEndpoints,
-			slices:    len(existingByKey[k]) + len(p.toCreate) - len(p.toDelete),
+		eff[k] = esutil.PortMapEfficiency{
+			Endpoints: numEndpoints,
+			Slices:    len(existingByKey[k]) + len(p.toCreate) - len(p.toDelete),
 		}
 	}
 	// Port mappings no subset has anymore.
@@ -102,7 +103,7 @@ func (r *reconciler) reconcile(ctx context.Context, ep *endpoints, existing []*d
 // left out is reported as events on the Endpoints object.
 func (r *reconciler) desired(logger klog.Logger, ep *endpoints) desiredState {
 	d := desiredState{
-		endpoints: map[portMapKey]endpointSet{},
+		endpoints: map[portMapKey]esutil.EndpointSet{},
 		ports:     map[portMapKey][]discovery.EndpointPort{},
 	}
 	limit := int(r.maxEndpointsPerSubset)
@@ -116,7 +117,7 @@ func (r *reconciler) desired(logger klog.Logger, ep *endpoints) desiredState {
 			k := newPortMapKey(ports, t)
 			keys[t] = k
 			if _, ok := d.endpoints[k]; !ok {
-				d.endpoints[k] = endpointSet{}
+				d.endpoints[k] = esutil.EndpointSet{}
 			}
 			d.ports[k] = ports
 		}
@@ -133,7 +134,7 @@ func (r *reconciler) desired(logger klog.Logger, ep *endpoints) desiredState {
 					logger.Info("Address in Endpoints is not a valid IP, it will not be mirrored to an EndpointSlice", "endpoints", klog.KObj(ep), "IP", addr.IP)
 					continue
 				}
-				d.endpoints[keys[addressType]].insert(e)
+				d.endpoints[keys[addressType]].Insert(e)
 				added++
 			}
 		}
@@ -160,7 +161,7 @@ func (r *reconciler) desired(logger klog.Logger, ep *endpoints) desiredState {
 // endpoints are wanted, else exactly one. The first existing slice is kept
 // (untouched when it already matches, rewritten otherwise) and any others
 // are deleted.
-func (r *reconciler) reconcilePortMapping(ep *endpoints, existing []*discovery.EndpointSlice, want endpointSet,
+func (r *reconciler) reconcilePortMapping(ep *endpoints, existing []*discovery.EndpointSlice, want esutil.EndpointSet,
 	ports []discovery.EndpointPort, addressType discovery.AddressType) (slicesByAction, totalsByAction) {
 	var plan slicesByAction
 	var totals totalsByAction
@@ -197,7 +198,7 @@ func (r *reconciler) reconcilePortMapping(ep *endpoints, existing []*discovery.E
 	}
 
 	slice := newEndpointSlice(ep, ports, addressType, name)
-	for _, e := range want.sortedList() {
+	for _, e := range want.SortedList() {
 		if len(slice.Endpoints) >= int(r.maxEndpointsPerSubset) {
 			break
 		}
@@ -213,18 +214,18 @@ func (r *reconciler) reconcilePortMapping(ep *endpoints, existing []*discovery.E
 
 // totalChanges counts the endpoints a slice must gain, change and lose to
 // hold exactly want.
-func totalChanges(slice *discovery.EndpointSlice, want endpointSet) totalsByAction {
+func totalChanges(slice *discovery.EndpointSlice, want esutil.EndpointSet) totalsByAction {
 	var t totalsByAction
 	matched := 0
 	for i := range slice.Endpoints {
 		have := &slice.Endpoints[i]
-		w := want.get(have)
+		w := want.Get(have)
 		if w == nil {
 			t.removed++
 			continue
 		}
 		matched++
-		if !endpointsEqualBeyondKey(w, have) {
+		if !esutil.EqualBeyondKey(w, have) {
 			t.updated++
 		}
 	}

@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -91,71 +90,6 @@ func addressToEndpoint(addr endpointAddress, ready bool) (*discovery.Endpoint, d
 	return ep, addressType, true
 }
 
-// endpointKey identifies an endpoint across syncs by its addresses,
-// hostname and target; the rest (conditions, node, zone) is compared by
-// endpointsEqualBeyondKey so a change there updates the endpoint in place.
-type endpointKey string
-
-func keyOfEndpoint(ep *discovery.Endpoint) endpointKey {
-	addrs := append([]string(nil), ep.Addresses...)
-	sort.Strings(addrs)
-	k := struct {
-		Addresses []string
-		Hostname  string
-		Namespace string
-		Name      string
-	}{Addresses: addrs}
-	if ep.Hostname != nil {
-		k.Hostname = *ep.Hostname
-	}
-	if ep.TargetRef != nil {
-		k.Namespace, k.Name = ep.TargetRef.Namespace, ep.TargetRef.Name
-	}
-	return endpointKey(esutil.DeepHashString(k))
-}
-
-// endpointSet holds desired endpoints by key.
-type endpointSet map[endpointKey]*discovery.Endpoint
-
-func (s endpointSet) insert(ep *discovery.Endpoint)                  { s[keyOfEndpoint(ep)] = ep }
-func (s endpointSet) get(ep *discovery.Endpoint) *discovery.Endpoint { return s[keyOfEndpoint(ep)] }
-
-// sortedList returns the endpoints ordered by address, so rebuilt slices
-// are written the same way every time.
-func (s endpointSet) sortedList() []discovery.Endpoint {
-	out := make([]discovery.Endpoint, 0, len(s))
-	for _, ep := range s {
-		out = append(out, *ep)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Addresses[0] != out[j].Addresses[0] {
-			return out[i].Addresses[0] < out[j].Addresses[0]
-		}
-		return keyOfEndpoint(&out[i]) < keyOfEndpoint(&out[j])
-	})
-	return out
-}
-
-// endpointsEqualBeyondKey compares what keyOfEndpoint leaves out, ignoring
-// the resourceVersion of the target reference.
-func endpointsEqualBeyondKey(a, b *discovery.Endpoint) bool {
-	if !ptr.Equal(a.NodeName, b.NodeName) || !ptr.Equal(a.Zone, b.Zone) ||
-		!ptr.Equal(a.Conditions.Ready, b.Conditions.Ready) ||
-		!ptr.Equal(a.Conditions.Serving, b.Conditions.Serving) ||
-		!ptr.Equal(a.Conditions.Terminating, b.Conditions.Terminating) {
-		return false
-	}
-	if (a.TargetRef == nil) != (b.TargetRef == nil) {
-		return false
-	}
-	if a.TargetRef != nil {
-		ra, rb := *a.TargetRef, *b.TargetRef
-		ra.ResourceVersion, rb.ResourceVersion = "", ""
-		return ra == rb
-	}
-	return true
-}
-
 // newEndpointSlice returns an unsaved slice mirroring ep for one port
 // mapping. name is empty for a new slice (the API server then generates
 // one from "<endpoints name>-").
@@ -180,19 +114,9 @@ func newEndpointSlice(ep *endpoints, ports []discovery.EndpointPort, addressType
 		Endpoints:   []discovery.Endpoint{},
 	}
 	if name == "" {
-		slice.GenerateName = slicePrefix(ep.Name)
+		slice.GenerateName = esutil.SlicePrefix(ep.Name)
 	}
 	return slice
-}
-
-// slicePrefix is "<name>-", or the bare name when the dash would make an
-// invalid name.
-func slicePrefix(name string) string {
-	prefix := name + "-"
-	if len(apimachineryvalidation.NameIsDNSSubdomain(prefix, true)) != 0 {
-		return name
-	}
-	return prefix
 }
 
 // desiredLabels are the Endpoints' labels with service-name and managed-by

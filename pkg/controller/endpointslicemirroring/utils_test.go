@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
+
+	esutil "github.com/kcmclone/kube-controller-manager/pkg/controller/util/endpointslice"
 )
 
 func TestShouldMirror(t *testing.T) {
@@ -36,13 +38,13 @@ func TestShouldMirror(t *testing.T) {
 }
 
 func TestSlicePrefix(t *testing.T) {
-	if got := slicePrefix("web"); got != "web-" {
+	if got := esutil.SlicePrefix("web"); got != "web-" {
 		t.Errorf("prefix %q", got)
 	}
 	// Validation of a prefix allows for the dash being replaced by the
 	// generated suffix; a name already over the limit gets none.
 	long := strings.Repeat("a", 254)
-	if got := slicePrefix(long); got != long {
+	if got := esutil.SlicePrefix(long); got != long {
 		t.Errorf("prefix of a 254-char name is %d chars", len(got))
 	}
 }
@@ -79,13 +81,13 @@ func TestEndpointKeyAndEquality(t *testing.T) {
 	otherHost := *base.DeepCopy()
 	otherHost.Hostname = ptr.To("h")
 
-	if keyOfEndpoint(&base) != keyOfEndpoint(&notReady) || endpointsEqualBeyondKey(&base, &notReady) {
+	if esutil.KeyOfEndpoint(&base) != esutil.KeyOfEndpoint(&notReady) || esutil.EqualBeyondKey(&base, &notReady) {
 		t.Error("readiness must change the endpoint in place")
 	}
-	if !endpointsEqualBeyondKey(&base, &newRV) {
+	if !esutil.EqualBeyondKey(&base, &newRV) {
 		t.Error("target resourceVersion must not count as a change")
 	}
-	if keyOfEndpoint(&base) == keyOfEndpoint(&otherHost) {
+	if esutil.KeyOfEndpoint(&base) == esutil.KeyOfEndpoint(&otherHost) {
 		t.Error("hostname must be part of the identity")
 	}
 }

@@ -170,9 +170,7 @@ func (gb *GraphBuilder) newMonitor(logger klog.Logger, resource schema.GroupVers
 			gb.graphChanges.Add(&event{eventType: updateEvent, obj: newObj, oldObj: oldObj, gvk: kind})
 		},
 		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
+			obj = controller.Untombstone(obj)
 			gb.graphChanges.Add(&event{eventType: deleteEvent, obj: obj, gvk: kind})
 		},
 	}

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func TestVirtualOwnerIsCreatedThenObserved(t *testing.T) {
@@ -274,7 +276,7 @@ func TestDependentsInTerminatingNamespaceWait(t *testing.T) {
 	if got := queued(g.attemptToDelete); !got["live-dep"] || got["doomed-dep"] {
 		t.Fatalf("attemptToDelete = %v, want only live-dep at once", got)
 	}
-	waitFor(t, "the postponed dependent", func() bool { return g.attemptToDelete.Len() == 1 })
+	testutil.WaitFor(t, "the postponed dependent", func() bool { return g.attemptToDelete.Len() == 1 })
 	if got := queued(g.attemptToDelete); !got["doomed-dep"] {
 		t.Fatalf("attemptToDelete = %v, want doomed-dep after the delay", got)
 	}

@@ -28,22 +28,21 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
-// Feature gates this controller consults, with their v1.37 defaults.
-const (
-	// StaleControllerConsistencyJob (beta, on): skip syncs until the
-	// informers have seen the controller's own writes.
-	StaleControllerConsistencyJob featuregate.Feature = "StaleControllerConsistencyJob"
-	// MutableSchedulingDirectivesForSuspendedJobs (beta, on): suspending a
-	// Job clears status.startTime.
-	MutableSchedulingDirectivesForSuspendedJobs featuregate.Feature = "MutableSchedulingDirectivesForSuspendedJobs"
-)
+// Features are the feature gates the Job controller consults.
+type Features struct {
+	// StaleControllerConsistency (StaleControllerConsistencyJob) skips
+	// syncs until the informers have seen the controller's own writes.
+	StaleControllerConsistency bool
+	// MutableSchedulingDirectivesForSuspendedJobs: suspending a Job clears
+	// status.startTime.
+	MutableSchedulingDirectivesForSuspendedJobs bool
+}
 
 var controllerKind = batch.SchemeGroupVersion.WithKind("Job")
 
@@ -108,6 +107,7 @@ type Controller struct {
 	finishedJobExpectations sync.Map
 
 	consistency controller.ConsistencyStore
+	features    Features
 }
 
 // orphanPodKey names either one pod or all pods of a namespace matching a
@@ -120,11 +120,11 @@ type orphanPodKey struct {
 }
 
 // NewController returns a Job controller; start it with Run.
-func NewController(ctx context.Context, podInformer coreinformers.PodInformer, jobInformer batchinformers.JobInformer, kubeClient clientset.Interface) (*Controller, error) {
-	return newControllerWithClock(ctx, podInformer, jobInformer, kubeClient, clock.RealClock{})
+func NewController(ctx context.Context, podInformer coreinformers.PodInformer, jobInformer batchinformers.JobInformer, kubeClient clientset.Interface, features Features) (*Controller, error) {
+	return newControllerWithClock(ctx, podInformer, jobInformer, kubeClient, clock.RealClock{}, features)
 }
 
-func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodInformer, jobInformer batchinformers.JobInformer, kubeClient clientset.Interface, clk clock.WithTicker) (*Controller, error) {
+func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodInformer, jobInformer batchinformers.JobInformer, kubeClient clientset.Interface, clk clock.WithTicker, features Features) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, "job-controller")
 	jm := &Controller{
@@ -142,9 +142,10 @@ func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodIn
 		clock:           clk,
 		podBackoffStore: newBackoffStore(),
 		consistency:     controller.NewNoopConsistencyStore(),
+		features:        features,
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
-	if controller.FeatureEnabled(StaleControllerConsistencyJob, true) {
+	if features.StaleControllerConsistency {
 		jm.consistency = controller.NewConsistencyStore(map[schema.GroupResource]controller.LastSyncRVGetter{
 			podsResource: podInformer.Informer().GetStore(),
 			jobsResource: jobInformer.Informer().GetStore(),

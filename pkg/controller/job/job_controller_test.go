@@ -21,13 +21,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 type fixture struct {
 	t        *testing.T
 	jm       *Controller
 	factory  informers.SharedInformerFactory
-	pc       *controller.FakePodControl
+	pc       *testutil.FakePodControl
 	clock    *testingclock.FakeClock
 	recorder *record.FakeRecorder
 
@@ -41,11 +42,11 @@ func newFixture(t *testing.T) *fixture {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	jm, err := newControllerWithClock(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, clk)
+	jm, err := newControllerWithClock(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, clk, v137Features)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, jm: jm, factory: factory, pc: &controller.FakePodControl{}, clock: clk, recorder: record.NewFakeRecorder(100)}
+	f := &fixture{t: t, jm: jm, factory: factory, pc: &testutil.FakePodControl{}, clock: clk, recorder: record.NewFakeRecorder(100)}
 	jm.podControl = f.pc
 	jm.recorder = f.recorder
 	jm.podStoreSynced = func() bool { return true }
@@ -666,3 +667,6 @@ func TestPodReplacementPolicy(t *testing.T) {
 		}
 	}
 }
+
+// v137Features are the v1.37 defaults of the gates the controller reads.
+var v137Features = Features{StaleControllerConsistency: true, MutableSchedulingDirectivesForSuspendedJobs: true}

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 // metricsSubsystem prefixes every metric: job_controller_*.
@@ -109,12 +111,7 @@ Possible values of the "status" label are:
 "succeeded", "failed".`,
 	}, []string{"reason", "status"})
 
-	staleSyncSkips = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "stale_sync_skips_total",
-		Help:           "Total number of Job syncs skipped due to a stale watch cache.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"group", "resource"})
+	staleSyncSkips = controller.NewStaleSyncSkipsMetric(metricsSubsystem, "Job")
 
 	registerOnce sync.Once
 )

@@ -266,7 +266,7 @@ func (jm *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 				job.Status.Conditions, changed = ensureJobConditionStatus(job.Status.Conditions, batch.JobSuspended, v1.ConditionTrue, "JobSuspended", "Job suspended", jm.clock.Now())
 				if changed {
 					jm.recorder.Event(job, v1.EventTypeNormal, "Suspended", "Job suspended")
-					if controller.FeatureEnabled(MutableSchedulingDirectivesForSuspendedJobs, true) {
+					if jm.features.MutableSchedulingDirectivesForSuspendedJobs {
 						job.Status.StartTime = nil
 					}
 				}

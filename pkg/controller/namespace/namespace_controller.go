@@ -9,7 +9,6 @@ package namespace
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -46,6 +44,10 @@ type NamespaceController struct {
 	deleter      deletion.NamespacedResourcesDeleterInterface
 	// gracePeriod is deletionGracePeriod; tests shorten it.
 	gracePeriod time.Duration
+
+	// podsLeft counts, per namespace waiting for its pods to terminate, the
+	// pods still cached; set only after WakeWhenPodsGone.
+	podsLeft *podCountdown
 }
 
 // NewNamespaceController wires the controller to the namespace informer.
@@ -106,62 +108,33 @@ func (nc *NamespaceController) enqueue(ctx context.Context, obj interface{}) {
 
 // Run waits for the namespace cache and syncs with workers goroutines until
 // ctx is cancelled.
-//
-// The shared WorkLoop is not used: upstream requeues content still
-// terminating after its estimate without touching the key's backoff (no
-// Forget, no AddRateLimited), which WorkLoop cannot express.
 func (nc *NamespaceController) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting namespace controller")
-
-	var wg sync.WaitGroup
-	defer func() {
-		logger.Info("Shutting down namespace controller")
-		nc.queue.ShutDown()
-		wg.Wait()
-	}()
-
-	if !controller.WaitForCacheSync(ctx, queueName, nc.listerSynced) {
-		return
-	}
-	for i := 0; i < workers; i++ {
-		wg.Go(func() {
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for nc.processNextWorkItem(ctx) {
-				}
-			}, time.Second)
-		})
-	}
-	<-ctx.Done()
+	loop := nc.workLoop()
+	loop.Run(ctx, workers, nc.listerSynced)
 }
 
-// processNextWorkItem handles one key; false means the queue is shut down.
-func (nc *NamespaceController) processNextWorkItem(ctx context.Context) bool {
-	key, quit := nc.queue.Get()
-	if quit {
-		return false
-	}
-	defer nc.queue.Done(key)
+// workLoop drains nc.queue (read when called: tests swap the queue).
+func (nc *NamespaceController) workLoop() *controller.WorkLoop[string] {
+	return &controller.WorkLoop[string]{Name: queueName, Queue: nc.queue, Sync: nc.syncItem}
+}
 
+// syncItem is syncNamespace with content still terminating looked at again
+// after half its estimate plus a second, well before the longest grace
+// period runs out. That wait keeps the key's backoff, as upstream's
+// AddAfter does; failures retry with backoff rather than wait for a resync.
+func (nc *NamespaceController) syncItem(ctx context.Context, key string) error {
 	err := nc.syncNamespace(ctx, key)
-	if err == nil {
-		nc.queue.Forget(key)
-		return true
-	}
 	var remaining *deletion.ResourcesRemainingError
-	if errors.As(err, &remaining) {
-		// Half the estimate, plus a second, so we look again well before
-		// the longest grace period runs out.
-		delay := remaining.Estimate/2 + 1
-		klog.FromContext(ctx).V(4).Info("Content remaining in namespace", "namespace", key, "waitSeconds", delay)
-		nc.queue.AddAfter(key, time.Duration(delay)*time.Second)
-		return true
+	if !errors.As(err, &remaining) {
+		return err
 	}
-	// Retry with backoff rather than wait for the resync.
-	nc.queue.AddRateLimited(key)
-	utilruntime.HandleErrorWithContext(ctx, err, "Deletion of namespace failed", "namespace", key)
-	return true
+	delay := remaining.Estimate/2 + 1
+	klog.FromContext(ctx).V(4).Info("Content remaining in namespace", "namespace", key, "waitSeconds", delay)
+	if nc.podsLeft != nil {
+		nc.podsLeft.watch(key)
+	}
+	return controller.RequeueAfter(time.Duration(delay) * time.Second)
 }
 
 // syncNamespace runs one deletion pass over the namespace named key.

@@ -17,6 +17,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
+	nodetopology "k8s.io/component-helpers/node/topology"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
@@ -91,7 +92,7 @@ func (nc *Controller) monitorNodeHealth(ctx context.Context) error {
 		}
 
 		if _, excluded := node.Labels[labelNodeDisruptionExclusion]; !excluded {
-			zone := getZoneKey(node)
+			zone := nodetopology.GetZoneKey(node)
 			mu.Lock()
 			zoneToNodeConditions[zone] = append(zoneToNodeConditions[zone], current)
 			mu.Unlock()
@@ -278,7 +279,7 @@ func (nc *Controller) classifyNodes(all []*v1.Node) (added, deleted, newZoneRepr
 	for _, n := range all {
 		if _, known := nc.knownNodeSet[n.Name]; !known {
 			added = append(added, n)
-		} else if _, ok := nc.zoneStates[getZoneKey(n)]; !ok {
+		} else if _, ok := nc.zoneStates[nodetopology.GetZoneKey(n)]; !ok {
 			newZoneRepresentatives = append(newZoneRepresentatives, n)
 		}
 	}
@@ -301,7 +302,7 @@ func (nc *Controller) classifyNodes(all []*v1.Node) (added, deleted, newZoneRepr
 func (nc *Controller) addPodEvictorForNewZone(logger klog.Logger, node *v1.Node) {
 	nc.evictorLock.Lock()
 	defer nc.evictorLock.Unlock()
-	zone := getZoneKey(node)
+	zone := nodetopology.GetZoneKey(node)
 	if _, ok := nc.zoneStates[zone]; ok {
 		return
 	}

@@ -22,27 +22,6 @@ import (
 // (upstream's UpdateTaintBackoff).
 var updateTaintBackoff = wait.Backoff{Steps: 5, Duration: 100 * time.Millisecond, Jitter: 1.0}
 
-// getZoneKey is the zone a node is rate limited in: "region:\x00:zone" from
-// the beta or GA topology labels, or "" for nodes without them.
-func getZoneKey(node *v1.Node) string {
-	if node.Labels == nil {
-		return ""
-	}
-	zone, ok := node.Labels[v1.LabelFailureDomainBetaZone]
-	if !ok {
-		zone = node.Labels[v1.LabelTopologyZone]
-	}
-	region, ok := node.Labels[v1.LabelFailureDomainBetaRegion]
-	if !ok {
-		region = node.Labels[v1.LabelTopologyRegion]
-	}
-	if region == "" && zone == "" {
-		return ""
-	}
-	// The NUL keeps "a:b"+"c" and "a"+"b:c" apart.
-	return region + ":\x00:" + zone
-}
-
 // getNodeCondition returns the condition of type t (a pointer into status).
 func getNodeCondition(status *v1.NodeStatus, t v1.NodeConditionType) *v1.NodeCondition {
 	if status == nil {

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	nodetopology "k8s.io/component-helpers/node/topology"
 	"k8s.io/klog/v2"
 )
 
@@ -123,7 +124,7 @@ func (nc *Controller) doNoExecuteTaintingPass(ctx context.Context) {
 			}
 			ok := nc.swapNodeControllerTaint(ctx, []*v1.Taint{&add}, []*v1.Taint{&opposite}, node)
 			if ok {
-				evictionsTotal.WithLabelValues(getZoneKey(node)).Inc()
+				evictionsTotal.WithLabelValues(nodetopology.GetZoneKey(node)).Inc()
 			}
 			return ok, 0
 		})
@@ -171,7 +172,7 @@ func (nc *Controller) processTaintBaseEviction(ctx context.Context, node *v1.Nod
 func (nc *Controller) markNodeForTainting(node *v1.Node, status v1.ConditionStatus) bool {
 	nc.evictorLock.Lock()
 	defer nc.evictorLock.Unlock()
-	q := nc.zoneNoExecuteTainter[getZoneKey(node)]
+	q := nc.zoneNoExecuteTainter[nodetopology.GetZoneKey(node)]
 	if status == v1.ConditionFalse && !taintExists(node.Spec.Taints, NotReadyTaintTemplate) {
 		q.Remove(node.Name)
 	}
@@ -195,7 +196,7 @@ func (nc *Controller) markNodeAsReachable(ctx context.Context, node *v1.Node) (b
 	}
 	nc.evictorLock.Lock()
 	defer nc.evictorLock.Unlock()
-	q := nc.zoneNoExecuteTainter[getZoneKey(node)]
+	q := nc.zoneNoExecuteTainter[nodetopology.GetZoneKey(node)]
 	if q == nil {
 		return false, nil
 	}

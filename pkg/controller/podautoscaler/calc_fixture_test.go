@@ -226,7 +226,7 @@ func podLister(pods ...*v1.Pod) (corelisters.PodLister, cache.Indexer) {
 // clock and periods.
 func newTestCalc(pods []*v1.Pod, m *fakeMetrics) *ReplicaCalculator {
 	lister, _ := podLister(pods...)
-	c := NewReplicaCalculator(m, lister, testCPUInit, testReadyDelay)
+	c := NewReplicaCalculator(m, lister, testCPUInit, testReadyDelay, true)
 	c.clock = testingclock.NewFakePassiveClock(testNow)
 	return c
 }

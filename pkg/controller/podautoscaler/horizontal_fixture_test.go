@@ -135,6 +135,16 @@ func testMapper() apimeta.RESTMapper {
 // "some-deployment" of replicas whose scale selects the test pods.
 func newFixture(t *testing.T, replicas int32, hpas ...*autoscalingv2.HorizontalPodAutoscaler) *fixture {
 	t.Helper()
+	return newFixtureWith(t, v137Features, replicas, hpas...)
+}
+
+// v137Features are the v1.37 defaults of the gates the controller reads.
+var v137Features = Features{HPAGeneration: true, HPAConfigurableTolerance: true, HPAScaleToZero: true,
+	PodLevelResources: true, HPAOptimizedSelectorStore: true, StaleControllerConsistency: true}
+
+// newFixtureWith is newFixture with the given features.
+func newFixtureWith(t *testing.T, features Features, replicas int32, hpas ...*autoscalingv2.HorizontalPodAutoscaler) *fixture {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	objs := make([]runtime.Object, 0, len(hpas))
 	for _, h := range hpas {
@@ -159,7 +169,7 @@ func newFixture(t *testing.T, replicas int32, hpas ...*autoscalingv2.HorizontalP
 	hpaInformer := f.factory.Autoscaling().V2().HorizontalPodAutoscalers()
 	podInformer := f.factory.Core().V1().Pods()
 	f.ctrl = NewHorizontalController(ctx, f.client.CoreV1(), f.scales, f.client.AutoscalingV2(), testMapper(), f.metrics,
-		hpaInformer, podInformer, 15*time.Second, 5*time.Minute, testTolerance, testCPUInit, testReadyDelay)
+		hpaInformer, podInformer, 15*time.Second, 5*time.Minute, testTolerance, testCPUInit, testReadyDelay, features)
 	f.recorder = record.NewFakeRecorder(100)
 	f.ctrl.eventRecorder = f.recorder
 	f.ctrl.clock = f.clock

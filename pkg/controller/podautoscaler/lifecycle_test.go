@@ -14,14 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 // objectHPA scales on an object metric with a Value target of 10.
@@ -99,10 +96,11 @@ func TestScaledToZeroWithoutObjectMetricStaysDisabled(t *testing.T) {
 }
 
 func TestScaleToZeroGateOff(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.HPAScaleToZero, false)
+	fs := v137Features
+	fs.HPAScaleToZero = false
 	h := objectHPA(0)
 	h.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScaledToZero, Status: v1.ConditionTrue}}
-	f := newFixture(t, 0, h)
+	f := newFixtureWith(t, fs, 0, h)
 	f.metrics.custom = []int64{15000}
 	f.reconcileOK()
 	if got := f.scaleUpdates(); len(got) != 0 {
@@ -117,10 +115,11 @@ func TestScaleToZeroGateOff(t *testing.T) {
 
 // With the feature off a rescale drops the ScaledToZero condition.
 func TestScaleToZeroGateOffOnRescale(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.HPAScaleToZero, false)
+	fs := v137Features
+	fs.HPAScaleToZero = false
 	h := cpuHPA("web", 1, 10, 30)
 	h.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScaledToZero, Status: v1.ConditionFalse}}
-	f := newFixture(t, 3, h)
+	f := newFixtureWith(t, fs, 3, h)
 	f.addPods(cpuPods(3)...)
 	f.metrics.resource = sameLevels(300, 500, 700)
 	f.reconcileOK()
@@ -133,10 +132,11 @@ func TestScaleToZeroGateOffOnRescale(t *testing.T) {
 }
 
 func TestObservedGenerationGate(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.HPAGeneration, false)
+	fs := v137Features
+	fs.HPAGeneration = false
 	h := cpuHPA("web", 1, 10, 50)
 	h.Status.ObservedGeneration = ptr.To[int64](1)
-	f := newFixture(t, 3, h)
+	f := newFixtureWith(t, fs, 3, h)
 	f.addPods(cpuPods(3)...)
 	f.metrics.resource = sameLevels(500, 500, 500)
 	f.reconcileOK()
@@ -151,8 +151,9 @@ func TestAmbiguousSelectorLimit(t *testing.T) {
 		want int
 	}{{true, 2}, {false, 3}} {
 		t.Run(map[bool]string{true: "optimized store", false: "legacy store"}[tc.gate], func(t *testing.T) {
-			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.HPAOptimizedSelectorStore, tc.gate)
-			f := newFixture(t, 3, cpuHPA("a", 1, 10, 50), cpuHPA("b", 1, 10, 50), cpuHPA("c", 1, 10, 50))
+			fs := v137Features
+			fs.HPAOptimizedSelectorStore = tc.gate
+			f := newFixtureWith(t, fs, 3, cpuHPA("a", 1, 10, 50), cpuHPA("b", 1, 10, 50), cpuHPA("c", 1, 10, 50))
 			f.addPods(cpuPods(3)...)
 			f.metrics.resource = sameLevels(500, 500, 500)
 			_ = f.reconcile("a")
@@ -260,8 +261,9 @@ func TestEventHandlers(t *testing.T) {
 }
 
 func TestSpecChangeRateLimitedWithGenerationGateOff(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.HPAGeneration, false)
-	f := newFixture(t, 3)
+	fs := v137Features
+	fs.HPAGeneration = false
+	f := newFixtureWith(t, fs, 3)
 	q := f.recordQueue()
 	h := cpuHPA("web", 1, 10, 50)
 	specChange := h.DeepCopy()
@@ -317,8 +319,9 @@ func TestConsistencyWaitsForOwnWrite(t *testing.T) {
 }
 
 func TestConsistencyGate(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.StaleControllerConsistencyHPA, false)
-	f := newFixture(t, 3)
+	fs := v137Features
+	fs.StaleControllerConsistency = false
+	f := newFixtureWith(t, fs, 3)
 	f.ctrl.consistency.WroteAt(types.NamespacedName{Namespace: testNamespace, Name: "web"}, "uid", hpaResource, "100")
 	if err := f.ctrl.consistency.EnsureReady(types.NamespacedName{Namespace: testNamespace, Name: "web"}); err != nil {
 		t.Errorf("gate off must not wait: %v", err)

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 const metricsSubsystem = "horizontal_pod_autoscaler_controller"
@@ -76,12 +78,7 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "hpa_name"})
 
-	staleSyncSkips = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "stale_sync_skips_total",
-		Help:           "Total number of HPA syncs skipped due to a stale watch cache.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"group", "resource"})
+	staleSyncSkips = controller.NewStaleSyncSkipsMetric(metricsSubsystem, "HPA")
 
 	registerOnce sync.Once
 )

@@ -14,9 +14,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
-
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 // errSpec marks errors caused by the HPA's spec (wrap it with %w), which
@@ -64,7 +61,7 @@ func (a *HorizontalController) reconcileAutoscaler(ctx context.Context, hpaShare
 	if hpa.Spec.MinReplicas != nil {
 		minReplicas = *hpa.Spec.MinReplicas
 	}
-	scaleToZero := controller.FeatureEnabled(features.HPAScaleToZero, true)
+	scaleToZero := a.features.HPAScaleToZero
 	hasObjectOrExternal := hasObjectOrExternalMetrics(hpa)
 	// Only a workload this controller scaled to zero is scaled back up
 	// from zero; one a user scaled to zero stays there.

@@ -51,11 +51,15 @@ type ReplicaCalculator struct {
 	// is not ready is assumed to never have been ready yet.
 	delayOfInitialReadinessStatus time.Duration
 	clock                         clock.PassiveClock
+	// podLevelResources is the PodLevelResources feature.
+	podLevelResources bool
 }
 
-// NewReplicaCalculator returns a calculator reading pods from podLister.
-func NewReplicaCalculator(metricsClient metricsclient.MetricsClient, podLister corelisters.PodLister, cpuInitializationPeriod, delayOfInitialReadinessStatus time.Duration) *ReplicaCalculator {
+// NewReplicaCalculator returns a calculator reading pods from podLister;
+// podLevelResources is the PodLevelResources feature.
+func NewReplicaCalculator(metricsClient metricsclient.MetricsClient, podLister corelisters.PodLister, cpuInitializationPeriod, delayOfInitialReadinessStatus time.Duration, podLevelResources bool) *ReplicaCalculator {
 	return &ReplicaCalculator{
+		podLevelResources:             podLevelResources,
 		metricsClient:                 metricsClient,
 		podLister:                     podLister,
 		cpuInitializationPeriod:       cpuInitializationPeriod,
@@ -85,7 +89,7 @@ func (c *ReplicaCalculator) GetResourceReplicas(ctx context.Context, currentRepl
 		return 0, 0, 0, time.Time{}, fmt.Errorf("did not receive metrics for targeted pods (pods might be unready)")
 	}
 
-	requests, err := calculateRequests(pods, container, resource)
+	requests, err := calculateRequests(pods, container, resource, c.podLevelResources)
 	if err != nil {
 		return 0, 0, 0, time.Time{}, err
 	}

@@ -5,17 +5,13 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 // calculateRequests returns each pod's request of resource (milli-value)
 // that utilization is measured against: the named container's, or else
 // the pod-level request when the pod sets one, or else the sum over its
-// containers and sidecars.
-func calculateRequests(pods []*v1.Pod, container string, res v1.ResourceName) (map[string]int64, error) {
-	podLevel := controller.FeatureEnabled(features.PodLevelResources, true)
+// containers and sidecars. podLevel is the PodLevelResources feature.
+func calculateRequests(pods []*v1.Pod, container string, res v1.ResourceName, podLevel bool) (map[string]int64, error) {
 	requests := make(map[string]int64, len(pods))
 	for _, pod := range pods {
 		var request int64

@@ -7,11 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/utils/ptr"
-
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 func container(name string, requests v1.ResourceList) v1.Container {
@@ -130,7 +126,7 @@ func TestCalculateRequests(t *testing.T) {
 				res = v1.ResourceCPU
 			}
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: tc.spec}
-			got, err := calculateRequests([]*v1.Pod{pod}, tc.container, res)
+			got, err := calculateRequests([]*v1.Pod{pod}, tc.container, res, true)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -161,12 +157,11 @@ func TestEffectiveContainerRequestsSidecarsBeforeInit(t *testing.T) {
 }
 
 func TestCalculateRequestsPodLevelGateOff(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PodLevelResources, false)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.PodSpec{
 		Resources:  &v1.ResourceRequirements{Requests: cpu("2")},
 		Containers: []v1.Container{container("a", cpu("100m"))},
 	}}
-	got, err := calculateRequests([]*v1.Pod{pod}, "", v1.ResourceCPU)
+	got, err := calculateRequests([]*v1.Pod{pod}, "", v1.ResourceCPU, false)
 	if err != nil || got["p"] != 100 {
 		t.Errorf("request = %d (%v), want the containers' 100", got["p"], err)
 	}

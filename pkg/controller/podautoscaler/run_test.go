@@ -9,7 +9,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	fakescale "k8s.io/client-go/scale/fake"
@@ -17,6 +16,8 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue" // what the app imports
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // TestRun drives the controller through its work loop and real (fake
@@ -39,7 +40,7 @@ func TestRun(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, time.Hour)
 	a := NewHorizontalController(ctx, client.CoreV1(), scales, client.AutoscalingV2(), testMapper(), m,
 		factory.Autoscaling().V2().HorizontalPodAutoscalers(), factory.Core().V1().Pods(),
-		50*time.Millisecond, 0, testTolerance, testCPUInit, testReadyDelay)
+		50*time.Millisecond, 0, testTolerance, testCPUInit, testReadyDelay, v137Features)
 	clk := testingclock.NewFakeClock(testNow)
 	a.clock, a.replicaCalc.clock = clk, clk
 	pods := cpuPods(5)
@@ -66,9 +67,7 @@ func TestRun(t *testing.T) {
 	}
 	poll := func(what string, cond func() bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
+		testutil.WaitFor(t, what, cond)
 	}
 	poll("the first rescale", func() bool {
 		h, err := client.AutoscalingV2().HorizontalPodAutoscalers(testNamespace).Get(ctx, "web", metav1.GetOptions{})

@@ -10,9 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 // setCurrentReplicasAndMetricsInStatus refreshes the observed replicas and
@@ -31,7 +28,7 @@ func (a *HorizontalController) setStatus(hpa *autoscalingv2.HorizontalPodAutosca
 		CurrentMetrics:  metricStatuses,
 		Conditions:      hpa.Status.Conditions,
 	}
-	if controller.FeatureEnabled(features.HPAGeneration, true) {
+	if a.features.HPAGeneration {
 		generation := hpa.Generation
 		hpa.Status.ObservedGeneration = &generation
 	}
@@ -66,7 +63,7 @@ func (a *HorizontalController) updateStatus(ctx context.Context, hpa *autoscalin
 func (a *HorizontalController) tolerancesForHpa(hpa *autoscalingv2.HorizontalPodAutoscaler) Tolerances {
 	t := Tolerances{scaleDown: a.tolerance, scaleUp: a.tolerance}
 	b := hpa.Spec.Behavior
-	if b == nil || !controller.FeatureEnabled(features.HPAConfigurableTolerance, true) {
+	if b == nil || !a.features.HPAConfigurableTolerance {
 		return t
 	}
 	if b.ScaleDown != nil && b.ScaleDown.Tolerance != nil {

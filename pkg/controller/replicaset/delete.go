@@ -16,7 +16,9 @@ func (c *BaseController) getPodsToDelete(pods, related []*v1.Pod, n int) []*v1.P
 	// Deleting all of them needs no choice.
 	if n < len(pods) {
 		now := c.clock.Now()
-		sort.Sort(rankByRelatedPodsOnSameNode(pods, related, metav1.NewTime(now)))
+		ranked := rankByRelatedPodsOnSameNode(pods, related, metav1.NewTime(now))
+		ranked.DeletionCost = c.opts.PodDeletionCost
+		sort.Sort(ranked)
 		reportDeletionAgeRatio(pods, n, now)
 	}
 	return pods[:n]

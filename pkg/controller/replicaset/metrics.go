@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 const metricsSubsystem = "replicaset_controller"
@@ -22,12 +24,7 @@ var (
 	})
 
 	// staleSyncSkips counts syncs postponed because a cache lagged our writes.
-	staleSyncSkips = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "stale_sync_skips_total",
-		Help:           "Total number of ReplicaSet syncs skipped due to a stale watch cache.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"group", "resource"})
+	staleSyncSkips = controller.NewStaleSyncSkipsMetric(metricsSubsystem, "ReplicaSet")
 
 	registerOnce sync.Once
 )

@@ -87,6 +87,9 @@ type Options struct {
 	EventComponent string
 	// TerminatingReplicas reports status.terminatingReplicas.
 	TerminatingReplicas bool
+	// PodDeletionCost honours controller.kubernetes.io/pod-deletion-cost
+	// when choosing pods to delete.
+	PodDeletionCost bool
 	// Resource, when set, enables skipping syncs while the informers lag
 	// behind this controller's own writes (counted in
 	// replicaset_controller_stale_sync_skips_total).

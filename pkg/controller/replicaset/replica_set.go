@@ -12,8 +12,6 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 // controllerUIDIndex indexes ReplicaSets by the UID of their controller
@@ -25,17 +23,30 @@ type ReplicaSetController struct {
 	*BaseController
 }
 
+// Features are the feature gates the ReplicaSet controller consults.
+type Features struct {
+	// TerminatingReplicas (DeploymentReplicaSetTerminatingReplicas) reports
+	// status.terminatingReplicas.
+	TerminatingReplicas bool
+	// StaleControllerConsistency (StaleControllerConsistencyReplicaSet)
+	// skips syncs until the informers have seen the controller's writes.
+	StaleControllerConsistency bool
+	// PodDeletionCost honours the pod-deletion-cost annotation on scale-down.
+	PodDeletionCost bool
+}
+
 // NewReplicaSetController returns the ReplicaSet controller; start it with Run.
-func NewReplicaSetController(ctx context.Context, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, kubeClient clientset.Interface, burstReplicas int) *ReplicaSetController {
+func NewReplicaSetController(ctx context.Context, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, kubeClient clientset.Interface, burstReplicas int, features Features) *ReplicaSetController {
 	adapter := newRSAdapter(ctx, rsInformer, kubeClient)
 	opts := Options{
 		GVK:                 apps.SchemeGroupVersion.WithKind("ReplicaSet"),
 		QueueName:           "replicaset",
 		EventComponent:      "replicaset-controller",
-		TerminatingReplicas: controller.FeatureEnabled(controller.DeploymentReplicaSetTerminatingReplicas, true),
+		TerminatingReplicas: features.TerminatingReplicas,
+		PodDeletionCost:     features.PodDeletionCost,
 		StatusMinInterval:   DefaultStatusMinInterval,
 	}
-	if controller.FeatureEnabled(controller.StaleControllerConsistencyReplicaSet, true) {
+	if features.StaleControllerConsistency {
 		opts.Resource = apps.Resource("replicasets")
 	}
 	return &ReplicaSetController{NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, opts)}

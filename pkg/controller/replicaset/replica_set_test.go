@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 var rsGVK = apps.SchemeGroupVersion.WithKind("ReplicaSet")
@@ -35,7 +34,7 @@ type fixture struct {
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
 	rsc      *ReplicaSetController
-	pc       *controller.FakePodControl
+	pc       *testutil.FakePodControl
 	recorder *record.FakeRecorder
 }
 
@@ -45,8 +44,8 @@ func newFixture(t *testing.T, burst int, objs ...runtime.Object) *fixture {
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	rsc := NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, burst)
-	f := &fixture{t: t, client: client, factory: factory, rsc: rsc, pc: &controller.FakePodControl{}}
+	rsc := NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, burst, v137Features)
+	f := &fixture{t: t, client: client, factory: factory, rsc: rsc, pc: &testutil.FakePodControl{}}
 	rsc.podControl = f.pc
 	for _, o := range objs {
 		f.addToCache(o)
@@ -58,32 +57,12 @@ func newFixture(t *testing.T, burst int, objs ...runtime.Object) *fixture {
 // names generated like the API server does.
 func (f *fixture) useRealPodControl() {
 	f.recorder = record.NewFakeRecorder(100)
-	n := 0
-	var mu sync.Mutex
-	f.client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		p := a.(clienttesting.CreateAction).GetObject().(*v1.Pod)
-		if p.Name == "" {
-			mu.Lock()
-			n++
-			p.Name = p.GenerateName + strconv.Itoa(n)
-			mu.Unlock()
-		}
-		return false, nil, nil
-	})
+	testutil.NamePods(f.client)
 	f.rsc.podControl = controller.RealPodControl{KubeClient: f.client, Recorder: f.recorder}
 }
 
 func (f *fixture) addToCache(o runtime.Object) {
-	var err error
-	switch obj := o.(type) {
-	case *apps.ReplicaSet:
-		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(obj)
-	case *v1.Pod:
-		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(obj)
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	testutil.AddToInformers(f.t, f.factory, o)
 }
 
 func (f *fixture) sync(key string) error {
@@ -361,6 +340,21 @@ func TestScaleDownHonoursDeletionCost(t *testing.T) {
 	}
 }
 
+// With PodDeletionCost off the annotation is ignored: the more recently
+// ready pod goes.
+func TestScaleDownIgnoresDeletionCostWhenGateOff(t *testing.T) {
+	rs := newRS("web", 1)
+	f := newFixture(t, BurstReplicas, rs,
+		newPod("cheap", rs, readySince(time.Hour), cost("-5")),
+		newPod("young", rs, readySince(time.Second), cost("10")),
+	)
+	f.rsc.opts.PodDeletionCost = false
+	_ = f.sync("ns/web")
+	if len(f.pc.DeletePodName) != 1 || f.pc.DeletePodName[0] != "young" {
+		t.Fatalf("deleted %v, want young", f.pc.DeletePodName)
+	}
+}
+
 func TestScaleDownPrefersCrowdedNodes(t *testing.T) {
 	d := &apps.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns", UID: "d-uid"}}
 	ref := metav1.NewControllerRef(d, apps.SchemeGroupVersion.WithKind("Deployment"))
@@ -569,3 +563,6 @@ func TestDeletedReplicaSetForgetsExpectations(t *testing.T) {
 		t.Fatal("expectations survive deletion")
 	}
 }
+
+// v137Features are the v1.37 defaults of the gates the controller reads.
+var v137Features = Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true}

@@ -2,46 +2,22 @@ package replicaset
 
 import (
 	"context"
-	"strconv"
-	"sync"
+	"fmt"
 	"testing"
-	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // TestRunConverges drives the controller through real (fake-backed)
 // informers: scale up, then scale down.
 func TestRunConverges(t *testing.T) {
-	client := fake.NewClientset()
-	var mu sync.Mutex
-	n := 0
-	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		p := a.(clienttesting.CreateAction).GetObject().(*v1.Pod)
-		mu.Lock()
-		n++
-		p.Name = p.GenerateName + strconv.Itoa(n)
-		mu.Unlock()
-		return false, nil, nil
-	})
-	factory := informers.NewSharedInformerFactory(client, 0)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	rsc := NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, BurstReplicas)
-	factory.Start(ctx.Done())
-	done := make(chan struct{})
-	go func() { rsc.Run(ctx, 2); close(done) }()
-	defer func() {
-		cancel()
-		<-done
-		factory.Shutdown()
-	}()
+	f := testutil.NewFixture(t)
+	client, ctx := f.Client, f.Ctx
+	testutil.NamePods(client)
+	rsc := NewReplicaSetController(ctx, f.Informers.Apps().V1().ReplicaSets(), f.Informers.Core().V1().Pods(), client, BurstReplicas, v137Features)
+	f.Run(func(ctx context.Context) { rsc.Run(ctx, 2) })
 
 	rs := newRS("web", 3)
 	if _, err := client.AppsV1().ReplicaSets("ns").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
@@ -49,7 +25,7 @@ func TestRunConverges(t *testing.T) {
 	}
 	waitPods := func(want int) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		testutil.WaitUntil(t, fmt.Sprintf("%d pods", want), func(ctx context.Context) (bool, error) {
 			pods, err := client.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err
@@ -66,9 +42,6 @@ func TestRunConverges(t *testing.T) {
 			got, err := client.AppsV1().ReplicaSets("ns").Get(ctx, "web", metav1.GetOptions{})
 			return err == nil && got.Status.Replicas == int32(want), err
 		})
-		if err != nil {
-			t.Fatalf("never reached %d pods: %v", want, err)
-		}
 	}
 	waitPods(3)
 

@@ -114,23 +114,26 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 }
 
 // statusHold says how long to hold back newStatus: non-zero only when it
-// differs from the owner's in counts alone (availableReplicas excepted
-// while a rollout steps on it), the owner has observed its generation, the counts are not the settled ones,
-// and the last write of this owner's status was less than
-// StatusMinInterval ago.
+// differs from the owner's in counts alone, the owner has observed its
+// generation, the counts are not the settled ones, and the last write of
+// this owner's status was less than StatusMinInterval ago
+// (RolloutStepStatusInterval for availability a rollout steps on).
 func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	interval := c.opts.StatusMinInterval
 	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil {
 		return 0
 	}
-	// availableReplicas is what a Deployment's rollout steps wait on: while
-	// a sibling still has replicas, a change in it is written at once, or
-	// every step would wait too.
 	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration ||
-		(owner.Status.AvailableReplicas != newStatus.AvailableReplicas && c.rolloutInProgress(owner)) ||
 		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) ||
 		statusCountsEqual(owner.Status, newStatus) || settled(owner.Replicas, newStatus) {
 		return 0
+	}
+	// availableReplicas is what a Deployment's rollout steps wait on: while
+	// a sibling still has replicas, a change in it waits only long enough
+	// to take in the pods that become available together (they are created
+	// in batches), or every step would wait the full interval.
+	if owner.Status.AvailableReplicas != newStatus.AvailableReplicas && c.rolloutInProgress(owner) {
+		interval = min(interval, RolloutStepStatusInterval)
 	}
 	c.statusMu.Lock()
 	last, ok := c.lastStatusWrite[key]

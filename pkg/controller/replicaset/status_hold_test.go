@@ -69,13 +69,22 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 		t.Fatalf("status writes %d, want 2 (held back)", n)
 	}
 	// An older sibling with replicas: a rollout steps on availability, so
-	// the change is written at once.
+	// the change waits only RolloutStepStatusInterval, not the full interval.
 	old := newRS("web-old", 2)
 	old.OwnerReferences = rs.OwnerReferences
 	f.addToCache(old)
+	rec.after = nil
+	sync()
+	if n := len(f.statusUpdates()); n != 2 {
+		t.Fatalf("status writes %d, want 2 (held for the rollout step interval)", n)
+	}
+	if want := RolloutStepStatusInterval - 10*time.Millisecond; len(rec.after) != 1 || rec.after[0] != want {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
+	}
+	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
 	sync()
 	if n := len(f.statusUpdates()); n != 3 {
-		t.Fatalf("status writes %d, want 3 (availability change at once)", n)
+		t.Fatalf("status writes %d, want 3 (availability change after the step interval)", n)
 	}
 	if got := f.lastStatus().Status.AvailableReplicas; got != 1 {
 		t.Fatalf("status.availableReplicas %d, want 1", got)

@@ -25,14 +25,21 @@ type ReplicationManager struct {
 	*replicaset.BaseController
 }
 
+// Features are the feature gates the ReplicationController controller consults.
+type Features struct {
+	// PodDeletionCost honours the pod-deletion-cost annotation on scale-down.
+	PodDeletionCost bool
+}
+
 // NewReplicationManager returns the ReplicationController controller; start it with Run.
-func NewReplicationManager(ctx context.Context, podInformer coreinformers.PodInformer, rcInformer coreinformers.ReplicationControllerInformer, kubeClient clientset.Interface, burstReplicas int) *ReplicationManager {
+func NewReplicationManager(ctx context.Context, podInformer coreinformers.PodInformer, rcInformer coreinformers.ReplicationControllerInformer, kubeClient clientset.Interface, burstReplicas int, features Features) *ReplicationManager {
 	adapter := &rcAdapter{informer: rcInformer.Informer(), lister: rcInformer.Lister(), client: kubeClient}
 	return &ReplicationManager{replicaset.NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, replicaset.Options{
 		GVK:               v1.SchemeGroupVersion.WithKind("ReplicationController"),
 		QueueName:         "replicationmanager",
 		EventComponent:    "replication-controller",
 		StatusMinInterval: replicaset.DefaultStatusMinInterval,
+		PodDeletionCost:   features.PodDeletionCost,
 		// The ReplicationController API has no terminatingReplicas, and
 		// upstream does not do the stale-cache check for it.
 	})}

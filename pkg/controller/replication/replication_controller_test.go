@@ -7,18 +7,18 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func newRC(name string, replicas int32) *v1.ReplicationController {
@@ -53,7 +53,7 @@ func TestReplicationManager(t *testing.T) {
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	rm := NewReplicationManager(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), client, BurstReplicas)
+	rm := NewReplicationManager(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), client, BurstReplicas, Features{PodDeletionCost: true})
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { rm.Run(ctx, 1); close(done) }()
@@ -68,13 +68,10 @@ func TestReplicationManager(t *testing.T) {
 	}
 	poll := func(cond func(*v1.ReplicationController) bool) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		testutil.WaitUntil(t, "the RC's status", func(ctx context.Context) (bool, error) {
 			rc, err := client.CoreV1().ReplicationControllers("ns").Get(ctx, "web", metav1.GetOptions{})
 			return err == nil && cond(rc), nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	poll(func(rc *v1.ReplicationController) bool {
 		return len(rc.Status.Conditions) == 1 && rc.Status.Conditions[0].Type == v1.ReplicationControllerReplicaFailure &&

@@ -21,6 +21,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 const (
@@ -99,7 +101,7 @@ func (f *fixture) addToStore(obj runtime.Object) {
 
 func (f *fixture) sync(key string) error {
 	f.t.Helper()
-	return f.ec.sync(f.ctx, key)
+	return f.ec.syncKey(f.ctx, key)
 }
 
 func (f *fixture) mustSync(key string) {
@@ -139,19 +141,7 @@ func (f *fixture) pod(name string) *v1.Pod {
 
 // writes lists the verbs and resources of the client's mutating calls.
 func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		s := a.GetVerb() + " " + a.GetResource().Resource
-		if sub := a.GetSubresource(); sub != "" {
-			s += "/" + sub
-		}
-		out = append(out, s)
-	}
-	return out
+	return testutil.Describe(testutil.AllWrites(f.client))
 }
 
 func (f *fixture) events() []string {
@@ -168,13 +158,7 @@ func (f *fixture) events() []string {
 
 // queued drains the work queue.
 func (f *fixture) queued() []string {
-	var keys []string
-	for f.ec.queue.Len() > 0 {
-		key, _ := f.ec.queue.Get()
-		f.ec.queue.Done(key)
-		f.ec.queue.Forget(key)
-		keys = append(keys, key)
-	}
+	keys := testutil.Drain[string](f.ec.queue)
 	sort.Strings(keys)
 	return keys
 }

@@ -5,14 +5,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
+
+	ctrltestutil "github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func TestEnqueuePod(t *testing.T) {
@@ -118,23 +118,16 @@ func TestEnqueueClaimAndTemplate(t *testing.T) {
 }
 
 func TestWorkQueueRetries(t *testing.T) {
-	f := newFixture(t, allFeatures())
-	var calls int
-	f.ec.sync = func(_ context.Context, key string) error {
-		calls++
-		if key == "pod:ns/final" {
-			return nonRetryableError{context.Canceled}
-		}
-		return context.DeadlineExceeded
-	}
+	// A PodGroup member without GenericWorkload fails for good.
+	f := newFixture(t, allFeatures(), groupMember("final"), template())
 	f.ec.queue.Add("pod:ns/final")
-	f.ec.processNextWorkItem(f.ctx)
+	f.ec.loop.ProcessNextWorkItem(f.ctx)
 	if n := f.ec.queue.NumRequeues("pod:ns/final"); n != 0 {
 		t.Errorf("non-retryable error requeued %d times", n)
 	}
-	f.ec.queue.Add("pod:ns/retry")
-	f.ec.processNextWorkItem(f.ctx)
-	if n := f.ec.queue.NumRequeues("pod:ns/retry"); n != 1 {
+	f.ec.queue.Add("retry")
+	f.ec.loop.ProcessNextWorkItem(f.ctx)
+	if n := f.ec.queue.NumRequeues("retry"); n != 1 {
 		t.Errorf("retryable error requeued %d times, want 1", n)
 	}
 	if err := f.ec.syncKey(f.ctx, "bogus"); err == nil {
@@ -206,9 +199,7 @@ func TestRun(t *testing.T) {
 
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	ctrltestutil.WaitUntil(t, what, func(context.Context) (bool, error) {
 		return cond(), nil
-	}); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	})
 }

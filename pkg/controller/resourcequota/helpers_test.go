@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/resourcequota/evaluator"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func rl(pairs ...string) v1.ResourceList {
@@ -123,7 +124,7 @@ func newTestController(t *testing.T, quotas ...*v1.ResourceQuota) *testControlle
 	factory := informers.NewSharedInformerFactory(client, 0)
 	st := newStores()
 	reg := evaluator.NewRegistry([]evaluator.Evaluator{
-		evaluator.NewPodEvaluator(st.lister, clock.RealClock{}),
+		evaluator.NewPodEvaluator(st.lister, clock.RealClock{}, evaluator.Features{PodLevelResources: true, PodLevelResourcesFixKubeletQOSClass: true}),
 		evaluator.NewServiceEvaluator(st.lister),
 		evaluator.NewObjectCountEvaluator(secretsGVR.GroupResource(), evaluator.ListResourceUsingListerFunc(st.lister, secretsGVR), v1.ResourceSecrets),
 	})
@@ -167,22 +168,5 @@ func drain(q interface {
 	Get() (string, bool)
 	Done(string)
 }) []string {
-	var out []string
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-		out = append(out, k)
-	}
-	return out
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testutil.Drain[string](q)
 }

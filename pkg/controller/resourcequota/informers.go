@@ -59,11 +59,12 @@ func (f *quotaInformerFactory) Start(stopCh <-chan struct{}) {
 // --resource-quota-sync-period; replenishmentResync is the manager's
 // jittered informer resync (may be nil). Informers registered here start
 // with the shared factories; the monitors start the rest after
-// informersStarted closes.
+// informersStarted closes. features are the evaluators' feature gates.
 func DefaultOptions(quotaClient corev1client.ResourceQuotasGetter, typed informers.SharedInformerFactory, metadata metadatainformer.SharedInformerFactory,
-	discoveryFunc NamespacedResourcesFunc, quotaSyncPeriod time.Duration, replenishmentResync func() time.Duration, informersStarted <-chan struct{}) (*ControllerOptions, error) {
+	discoveryFunc NamespacedResourcesFunc, quotaSyncPeriod time.Duration, replenishmentResync func() time.Duration, informersStarted <-chan struct{},
+	features evaluator.Features) (*ControllerOptions, error) {
 	factory := NewInformerFactory(typed, metadata)
-	evaluators, err := evaluator.NewEvaluators(evaluator.ListerFuncForResourceFunc(factory.ForResource), typed)
+	evaluators, err := evaluator.NewEvaluators(evaluator.ListerFuncForResourceFunc(factory.ForResource), typed, features)
 	if err != nil {
 		return nil, err
 	}

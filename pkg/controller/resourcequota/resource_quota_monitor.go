@@ -115,9 +115,7 @@ func (qm *QuotaMonitor) newMonitor(ctx context.Context, resource schema.GroupVer
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
+			obj = controller.Untombstone(obj)
 			qm.resourceChanges.Add(&event{eventType: deleteEvent, obj: obj, gvr: resource})
 		},
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/resourcequota/evaluator"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 var (
@@ -149,7 +150,7 @@ func TestSyncMonitors(t *testing.T) {
 	typed := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	md := metadatainformer.NewSharedInformerFactory(newFakeMetadata(t), 0)
 	st := newStores()
-	podEval := evaluator.NewPodEvaluator(st.lister, clock.RealClock{})
+	podEval := evaluator.NewPodEvaluator(st.lister, clock.RealClock{}, evaluator.Features{PodLevelResources: true, PodLevelResourcesFixKubeletQOSClass: true})
 	reg := evaluator.NewRegistry([]evaluator.Evaluator{podEval})
 	factory := &countingFactory{InformerFactory: NewInformerFactory(typed, md), fail: map[schema.GroupVersionResource]bool{secretsGVR: true}}
 	qm := NewMonitor(make(chan struct{}), factory, evaluator.DefaultIgnoredResources(), nil, (&replenishments{}).record, reg, nil)
@@ -237,7 +238,7 @@ func TestMonitorReplenishment(t *testing.T) {
 		qm.Run(ctx)
 	}()
 	close(started)
-	waitFor(t, "monitors to sync", func() bool { return qm.IsSynced(ctx) })
+	testutil.WaitFor(t, "monitors to sync", func() bool { return qm.IsSynced(ctx) })
 
 	// An update that changes no usage is filtered out...
 	relabelled := running.DeepCopy()
@@ -268,7 +269,7 @@ func TestMonitorReplenishment(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, "five replenishments", func() bool { return len(rec.get()) >= 5 })
+	testutil.WaitFor(t, "five replenishments", func() bool { return len(rec.get()) >= 5 })
 	got := rec.get()
 	sort.Strings(got)
 	want := []string{"configmaps/c", "pods/a", "pods/a", "services/b", "widgets.example.com/d"}

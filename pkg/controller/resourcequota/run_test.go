@@ -3,7 +3,6 @@ package resourcequota
 import (
 	"context"
 	"errors"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"slices"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/resourcequota/evaluator"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 var allVerbs = []string{"create", "delete", "get", "list", "watch", "update", "patch"}
@@ -86,7 +86,7 @@ func runControllerWithResync(t *testing.T, resync time.Duration, objs []runtime.
 	disc := &switchableDiscovery{}
 	disc.set(nil, builtinLists()...)
 	started := make(chan struct{})
-	opts, err := DefaultOptions(client.CoreV1(), typed, mdf, disc.get, resync, nil, started)
+	opts, err := DefaultOptions(client.CoreV1(), typed, mdf, disc.get, resync, nil, started, evaluator.Features{PodLevelResources: true, PodLevelResourcesFixKubeletQOSClass: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestSyncPicksUpNewResources(t *testing.T) {
 		partialObject(widgetsGVR, "Widget", "ns", "w2"),
 	})
 	// Nothing measures widgets yet: the status has hard but no usage.
-	waitFor(t, "the first status", func() bool {
+	testutil.WaitFor(t, "the first status", func() bool {
 		got, err := r.client.CoreV1().ResourceQuotas("ns").Get(r.ctx, "q", metav1.GetOptions{})
 		return err == nil && got.Status.Hard != nil && got.Status.Used != nil
 	})
@@ -206,7 +206,7 @@ func TestSyncPicksUpNewResources(t *testing.T) {
 	}
 
 	r.discovery.set(nil, append(builtinLists(), apiList("example.com/v1", "widgets"))...)
-	waitFor(t, "a widgets monitor", func() bool {
+	testutil.WaitFor(t, "a widgets monitor", func() bool {
 		return r.rq.registry.Get(widgetsGVR.GroupResource()) != nil && r.rq.quotaMonitor.IsSynced(r.ctx)
 	})
 	// As the e2e test does: edit the quota so it is recalculated now.
@@ -228,7 +228,7 @@ func TestSyncPicksUpNewResources(t *testing.T) {
 	// A group failing discovery keeps its monitor; one gone loses it.
 	failed := &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{widgetsGVR.GroupVersion(): errors.New("unavailable")}}
 	r.discovery.set(failed, apiList("v1", "pods", "services", "configmaps", "secrets", "resourcequotas", "persistentvolumeclaims", "replicationcontrollers"))
-	waitFor(t, "deployments to be dropped", func() bool {
+	testutil.WaitFor(t, "deployments to be dropped", func() bool {
 		return !slices.Contains(monitored(r.rq.quotaMonitor), "deployments")
 	})
 	if got := monitored(r.rq.quotaMonitor); !slices.Contains(got, "widgets") || !slices.Contains(got, "pods") {
@@ -243,7 +243,7 @@ func TestQueueNamesMatchUpstream(t *testing.T) {
 	typed := informers.NewSharedInformerFactory(client, 0)
 	disc := &switchableDiscovery{}
 	disc.set(nil, builtinLists()...)
-	opts, err := DefaultOptions(client.CoreV1(), typed, metadatainformer.NewSharedInformerFactory(newFakeMetadata(t), 0), disc.get, time.Minute, nil, make(chan struct{}))
+	opts, err := DefaultOptions(client.CoreV1(), typed, metadatainformer.NewSharedInformerFactory(newFakeMetadata(t), 0), disc.get, time.Minute, nil, make(chan struct{}), evaluator.Features{PodLevelResources: true, PodLevelResourcesFixKubeletQOSClass: true})
 	if err != nil {
 		t.Fatal(err)
 	}

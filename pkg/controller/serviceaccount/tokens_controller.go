@@ -163,9 +163,7 @@ func (e *TokensController) Run(ctx context.Context, workers int) {
 }
 
 func (e *TokensController) queueServiceAccountSync(obj interface{}) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = controller.Untombstone(obj)
 	sa, ok := obj.(*v1.ServiceAccount)
 	if !ok {
 		utilruntime.HandleError(fmt.Errorf("error decoding object, invalid type: %T", obj))
@@ -183,9 +181,7 @@ func (e *TokensController) queueSecretSync(obj interface{}) {
 }
 
 func secretFrom(obj interface{}) *v1.Secret {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = controller.Untombstone(obj)
 	s, _ := obj.(*v1.Secret)
 	return s
 }

@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 const testCA = "-----BEGIN CERTIFICATE-----\nfake CA\n-----END CERTIFICATE-----\n"
@@ -67,15 +67,7 @@ func (f *tokensFixture) syncSA(sa *v1.ServiceAccount) error {
 
 // writes are the mutating actions, as "verb resource/name".
 func (f *tokensFixture) writes() []clienttesting.Action {
-	var out []clienttesting.Action
-	for _, a := range f.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-		default:
-			out = append(out, a)
-		}
-	}
-	return out
+	return testutil.AllWrites(f.client)
 }
 
 func (f *tokensFixture) onlyUpdatedSecret() *v1.Secret {
@@ -429,10 +421,7 @@ func TestTokensControllerRun(t *testing.T) {
 
 func poll(t *testing.T, what string, cond func(ctx context.Context) bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testutil.WaitUntil(t, what, func(ctx context.Context) (bool, error) {
 		return cond(ctx), nil
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -153,9 +153,7 @@ func (c *Controller) addServiceCIDR(obj interface{}) {
 // ipAddressChanged wakes the ServiceCIDRs holding the address: a new one
 // may block their deletion, a removed one may unblock it.
 func (c *Controller) ipAddressChanged(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = controller.Untombstone(obj)
 	ip, ok := obj.(*networkingv1.IPAddress)
 	if !ok {
 		return

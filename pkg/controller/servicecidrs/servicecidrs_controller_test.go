@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"net/netip"
 	"slices"
 	"sort"
@@ -27,6 +26,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 var testNow = time.Unix(10000, 0)
@@ -264,20 +265,9 @@ func TestSync(t *testing.T) {
 				// It comes back when the grace period since the deletion
 				// timestamp has passed.
 				f.clock.Step(deletionGracePeriod - time.Second)
-				waitFor(t, "the requeue", func() bool { return f.c.queue.Len() == 1 })
+				testutil.WaitFor(t, "the requeue", func() bool { return f.c.queue.Len() == 1 })
 			}
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -344,12 +334,7 @@ func TestMaxRetries(t *testing.T) {
 }
 
 func queued(f *fixture) []string {
-	var out []string
-	for f.c.queue.Len() > 0 {
-		k, _ := f.c.queue.Get()
-		f.c.queue.Done(k)
-		out = append(out, k)
-	}
+	out := testutil.Drain[string](f.c.queue)
 	sort.Strings(out)
 	return out
 }
@@ -443,7 +428,7 @@ func TestRun(t *testing.T) {
 		defer close(done)
 		c.Run(ctx, 2)
 	}()
-	waitFor(t, "the finalizer and Ready", func() bool {
+	testutil.WaitFor(t, "the finalizer and Ready", func() bool {
 		x, err := client.NetworkingV1().ServiceCIDRs().Get(ctx, "x", metav1.GetOptions{})
 		if err != nil || !slices.Contains(x.Finalizers, ServiceCIDRProtectionFinalizer) {
 			return false

@@ -281,7 +281,7 @@ func newFixture(t *testing.T, sets ...*apps.StatefulSet) *fixture {
 	pvcInf := factory.Core().V1().PersistentVolumeClaims()
 	revInf := factory.Apps().V1().ControllerRevisions()
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	ssc := NewStatefulSetController(ctx, podInf, setInf, pvcInf, revInf, client)
+	ssc := NewStatefulSetController(ctx, podInf, setInf, pvcInf, revInf, client, v137Features)
 
 	f := &fixture{
 		t: t, ctx: ctx, client: client, ssc: ssc,
@@ -294,7 +294,7 @@ func newFixture(t *testing.T, sets ...*apps.StatefulSet) *fixture {
 	}
 	ssc.clock = f.clock
 	ssc.recorder = f.recorder
-	ssc.control = newSetControl(&podControl{store: f.store, recorder: f.recorder}, f.status, history.NewFakeHistory(revInf), f.recorder)
+	ssc.control = newSetControl(&podControl{store: f.store, recorder: f.recorder}, f.status, history.NewFakeHistory(revInf), f.recorder, v137Features)
 	for _, s := range sets {
 		f.addSet(s)
 	}
@@ -474,3 +474,6 @@ func (f *fixture) opsMatching(prefix string) []string {
 	}
 	return out
 }
+
+// v137Features are the v1.37 defaults of the gates the controller reads.
+var v137Features = Features{MaxUnavailableStatefulSet: true, StatefulSetSemanticRevisionComparison: true, StaleControllerConsistency: true}

@@ -6,6 +6,8 @@ import (
 	apps "k8s.io/api/apps/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 const metricsSubsystem = "statefulset_controller"
@@ -33,12 +35,7 @@ var (
 	}, setLabels)
 
 	// staleSyncSkips counts syncs postponed because a cache lagged our writes.
-	staleSyncSkips = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "stale_sync_skips_total",
-		Help:           "Total number of StatefulSet syncs skipped due to a stale watch cache.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"group", "resource"})
+	staleSyncSkips = controller.NewStaleSyncSkipsMetric(metricsSubsystem, "StatefulSet")
 
 	registerOnce sync.Once
 )

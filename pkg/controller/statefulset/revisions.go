@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/lru"
 
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/history"
 )
 
@@ -124,9 +123,6 @@ type equalityKey struct {
 // The restored template gets today's API defaults first, as upstream
 // does, so a revision written before a field was defaulted still matches.
 func sameAsLatest(set *apps.StatefulSet, proposed, latest *apps.ControllerRevision, cache *lru.Cache) bool {
-	if !controller.FeatureEnabled(featureSemanticRevisionComparison, true) {
-		return false
-	}
 	key := equalityKey{setUID: set.UID, generation: set.Generation, revisionRV: latest.ResourceVersion}
 	if _, ok := cache.Get(key); ok {
 		return true
@@ -173,7 +169,7 @@ func (c *setControl) revisionsFor(ctx context.Context, set *apps.StatefulSet, re
 		if err != nil {
 			return nil, nil, collisionCount, err
 		}
-	case n > 0 && sameAsLatest(set, proposed, revisions[n-1], c.equalityCache):
+	case n > 0 && c.features.StatefulSetSemanticRevisionComparison && sameAsLatest(set, proposed, revisions[n-1], c.equalityCache):
 		update = revisions[n-1]
 	default:
 		update, err = c.history.CreateControllerRevision(ctx, set, proposed, &collisionCount)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/lru"
 
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/history"
 )
 
@@ -34,10 +33,11 @@ type setControl struct {
 	history       history.Interface
 	recorder      record.EventRecorder
 	equalityCache *lru.Cache
+	features      Features
 }
 
-func newSetControl(pods *podControl, status statusWriter, h history.Interface, recorder record.EventRecorder) *setControl {
-	return &setControl{pods: pods, status: status, history: h, recorder: recorder, equalityCache: lru.New(equalityCacheSize)}
+func newSetControl(pods *podControl, status statusWriter, h history.Interface, recorder record.EventRecorder, features Features) *setControl {
+	return &setControl{pods: pods, status: status, history: h, recorder: recorder, equalityCache: lru.New(equalityCacheSize), features: features}
 }
 
 // sync moves set's pods one step towards the spec and returns the status
@@ -126,8 +126,8 @@ func (c *setControl) reconcile(ctx context.Context, set *apps.StatefulSet, curre
 		return nil, err
 	}
 	recreate := set.Spec.UpdateStrategy.Type == apps.RecreateStatefulSetStrategyType
-	if recreate && !controller.FeatureEnabled(featureRecreateStrategy, false) {
-		err := fmt.Errorf("statefulset %s/%s uses Recreate strategy but feature gate %s is disabled", set.Namespace, set.Name, featureRecreateStrategy)
+	if recreate && !c.features.StatefulSetRecreateStrategy {
+		err := fmt.Errorf("statefulset %s/%s uses Recreate strategy but feature gate %s is disabled", set.Namespace, set.Name, "StatefulSetRecreateStrategy")
 		c.recorder.Event(set, v1.EventTypeWarning, "UnknownStrategy", err.Error())
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (c *setControl) reconcile(ctx context.Context, set *apps.StatefulSet, curre
 		// Pods move to the update revision when something deletes them.
 		return status, nil
 	}
-	if controller.FeatureEnabled(featureMaxUnavailable, true) {
+	if c.features.MaxUnavailableStatefulSet {
 		return c.rollWithMaxUnavailable(ctx, r, status)
 	}
 	return c.rollOneAtATime(ctx, r, status)

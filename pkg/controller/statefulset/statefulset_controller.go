@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -34,21 +33,21 @@ import (
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/history"
 )
 
-// Feature gates this controller consults, with their v1.37 defaults at the
-// call sites.
-const (
-	// MaxUnavailableStatefulSet (beta, on): honour
+// Features are the feature gates the StatefulSet controller consults.
+type Features struct {
+	// MaxUnavailableStatefulSet honours
 	// updateStrategy.rollingUpdate.maxUnavailable.
-	featureMaxUnavailable featuregate.Feature = "MaxUnavailableStatefulSet"
-	// StatefulSetRecreateStrategy (alpha, off): the Recreate update strategy.
-	featureRecreateStrategy featuregate.Feature = "StatefulSetRecreateStrategy"
-	// StatefulSetSemanticRevisionComparison (beta, on): treat a revision
-	// that differs only in encoding as unchanged.
-	featureSemanticRevisionComparison featuregate.Feature = "StatefulSetSemanticRevisionComparison"
-	// StaleControllerConsistencyStatefulSet (beta, on): skip syncs until
-	// the informers have caught up with this controller's writes.
-	featureStaleConsistency featuregate.Feature = "StaleControllerConsistencyStatefulSet"
-)
+	MaxUnavailableStatefulSet bool
+	// StatefulSetRecreateStrategy enables the Recreate update strategy.
+	StatefulSetRecreateStrategy bool
+	// StatefulSetSemanticRevisionComparison treats a revision that differs
+	// only in encoding as unchanged.
+	StatefulSetSemanticRevisionComparison bool
+	// StaleControllerConsistency (StaleControllerConsistencyStatefulSet)
+	// skips syncs until the informers have caught up with the controller's
+	// writes.
+	StaleControllerConsistency bool
+}
 
 var (
 	controllerKind = apps.SchemeGroupVersion.WithKind("StatefulSet")
@@ -89,13 +88,13 @@ type StatefulSetController struct {
 
 // NewStatefulSetController wires the controller to its informers. Run
 // starts it.
-func NewStatefulSetController(ctx context.Context, podInformer coreinformers.PodInformer, setInformer appsinformers.StatefulSetInformer, pvcInformer coreinformers.PersistentVolumeClaimInformer, revInformer appsinformers.ControllerRevisionInformer, kubeClient clientset.Interface) *StatefulSetController {
+func NewStatefulSetController(ctx context.Context, podInformer coreinformers.PodInformer, setInformer appsinformers.StatefulSetInformer, pvcInformer coreinformers.PersistentVolumeClaimInformer, revInformer appsinformers.ControllerRevisionInformer, kubeClient clientset.Interface, features Features) *StatefulSetController {
 	logger := klog.FromContext(ctx)
 	registerMetrics()
 	broadcaster, recorder := controller.NewEventRecorder(ctx, "statefulset-controller")
 
 	consistency := controller.NewNoopConsistencyStore()
-	if controller.FeatureEnabled(featureStaleConsistency, true) {
+	if features.StaleControllerConsistency {
 		consistency = controller.NewConsistencyStore(map[schema.GroupResource]controller.LastSyncRVGetter{
 			podsResource:   podInformer.Informer().GetStore(),
 			claimsResource: pvcInformer.Informer().GetStore(),
@@ -123,6 +122,7 @@ func NewStatefulSetController(ctx context.Context, podInformer coreinformers.Pod
 		&apiStatusWriter{client: kubeClient, setLister: setInformer.Lister(), consistency: consistency},
 		history.NewHistory(kubeClient, revInformer.Lister()),
 		recorder,
+		features,
 	)
 	ssc.loop = controller.WorkLoop[string]{Name: QueueName, Queue: ssc.queue, Sync: ssc.sync}
 

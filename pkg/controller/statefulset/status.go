@@ -60,7 +60,7 @@ func countPods(status *apps.StatefulSetStatus, minReadySeconds int32, current, u
 
 // completeUpdate makes the update revision current once every wanted pod
 // runs it and is ready.
-func completeUpdate(set *apps.StatefulSet, status *apps.StatefulSetStatus, now metav1.Time) {
+func completeUpdate(set *apps.StatefulSet, status *apps.StatefulSetStatus, now metav1.Time, recreateStrategy bool) {
 	replicas := specReplicas(set)
 	if status.UpdatedReplicas != replicas || status.ReadyReplicas != replicas || status.Replicas != replicas {
 		return
@@ -69,7 +69,7 @@ func completeUpdate(set *apps.StatefulSet, status *apps.StatefulSetStatus, now m
 	status.CurrentRevision = status.UpdateRevision
 	if findCondition(status, apps.StatefulSetProgressing) != nil &&
 		set.Spec.UpdateStrategy.Type == apps.RecreateStatefulSetStrategyType &&
-		controller.FeatureEnabled(featureRecreateStrategy, false) {
+		recreateStrategy {
 		setProgressing(status, v1.ConditionFalse, RecreateCompletedReason, "All pods recreated successfully", now)
 	}
 }
@@ -128,8 +128,8 @@ func setProgressing(status *apps.StatefulSetStatus, s v1.ConditionStatus, reason
 // writeStatus completes a finished update in status, refreshes the
 // maxUnavailable gauge, and writes status if it differs from the set's.
 func (c *setControl) writeStatus(ctx context.Context, set *apps.StatefulSet, status *apps.StatefulSetStatus, now metav1.Time) error {
-	completeUpdate(set, status, now)
-	if controller.FeatureEnabled(featureMaxUnavailable, true) {
+	completeUpdate(set, status, now, c.features.StatefulSetRecreateStrategy)
+	if c.features.MaxUnavailableStatefulSet {
 		maxUnavailable, err := effectiveMaxUnavailable(set)
 		if err != nil {
 			return err

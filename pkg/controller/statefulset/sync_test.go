@@ -1,7 +1,6 @@
 package statefulset
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,9 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	ctrltestutil "github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func TestOrderedReadyScaleUp(t *testing.T) {
@@ -512,12 +512,12 @@ func TestCountPods(t *testing.T) {
 func TestCompleteUpdate(t *testing.T) {
 	set := newSet("web", 2)
 	st := &apps.StatefulSetStatus{Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 2, CurrentReplicas: 0, CurrentRevision: "a", UpdateRevision: "b"}
-	completeUpdate(set, st, metav1.Now())
+	completeUpdate(set, st, metav1.Now(), false)
 	if st.CurrentRevision != "b" || st.CurrentReplicas != 2 {
 		t.Errorf("complete: %+v", st)
 	}
 	st = &apps.StatefulSetStatus{Replicas: 2, ReadyReplicas: 1, UpdatedReplicas: 2, CurrentRevision: "a", UpdateRevision: "b"}
-	completeUpdate(set, st, metav1.Now())
+	completeUpdate(set, st, metav1.Now(), false)
 	if st.CurrentRevision != "a" {
 		t.Error("completed with a pod not ready")
 	}
@@ -536,6 +536,20 @@ func TestRecreateStrategyDisabled(t *testing.T) {
 	}
 	if len(f.store.opsSnapshot()) != 0 || f.status.count() != 0 {
 		t.Error("wrote something")
+	}
+}
+
+// With the gate on the same set syncs: its pod is created.
+func TestRecreateStrategyEnabled(t *testing.T) {
+	set := newSet("web", 1)
+	set.Spec.UpdateStrategy = apps.StatefulSetUpdateStrategy{Type: apps.RecreateStatefulSetStrategyType}
+	f := newFixture(t, set)
+	f.ssc.control.features.StatefulSetRecreateStrategy = true
+	if err := f.sync("web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.opsMatching("create pod"); len(got) != 1 {
+		t.Errorf("created %v, want the one pod", got)
 	}
 }
 
@@ -806,9 +820,5 @@ func TestAvailabilityRequeue(t *testing.T) {
 		t.Fatalf("queued %d too early", n)
 	}
 	f.clock.Step(time.Second)
-	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return f.ssc.queue.Len() == 1, nil
-	}); err != nil {
-		t.Fatal("the availability check was not queued")
-	}
+	ctrltestutil.WaitFor(t, "the availability check queued", func() bool { return f.ssc.queue.Len() == 1 })
 }

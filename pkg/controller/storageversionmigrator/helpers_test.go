@@ -1,7 +1,6 @@
 package storageversionmigrator
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -143,13 +141,5 @@ func expectCondition(t *testing.T, svm *svmv1.StorageVersionMigration, ct svmv1.
 	}
 	if c.LastTransitionTime.IsZero() {
 		t.Fatalf("%s condition without lastTransitionTime", ct)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }

@@ -77,9 +77,7 @@ func NewCustomResourceController(
 	// Keyed by resource: any change to a migration may let the next one
 	// of its resource start.
 	enqueue := func(what string, obj interface{}) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
+		obj = controller.Untombstone(obj)
 		svm, ok := obj.(*svmv1.StorageVersionMigration)
 		if !ok {
 			logger.Info("could not cast to SVM", "object", obj)

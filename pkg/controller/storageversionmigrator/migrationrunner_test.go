@@ -17,6 +17,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 // newCRD is the widgets.example.com CRD storing v2 (served: v1, v2).
@@ -302,7 +304,7 @@ func TestRunnerQueuesByResource(t *testing.T) {
 	if _, err := f.client.StoragemigrationV1().StorageVersionMigrations().Create(ctx, svm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "resource queued", func() bool { return f.c.queue.Len() == 1 })
+	testutil.WaitFor(t, "resource queued", func() bool { return f.c.queue.Len() == 1 })
 	key, _ := f.c.queue.Get()
 	if key != widgetsGR {
 		t.Fatalf("queued %v", key)
@@ -311,5 +313,5 @@ func TestRunnerQueuesByResource(t *testing.T) {
 	if err := f.client.StoragemigrationV1().StorageVersionMigrations().Delete(ctx, "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "resource queued on delete", func() bool { return f.c.queue.Len() == 1 })
+	testutil.WaitFor(t, "resource queued on delete", func() bool { return f.c.queue.Len() == 1 })
 }

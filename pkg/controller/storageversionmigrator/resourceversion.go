@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 const (
@@ -89,23 +91,18 @@ func NewResourceVersionController(
 // Run waits for the informer and runs one worker until ctx is done.
 func (c *ResourceVersionController) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	runQueue(ctx, ResourceVersionControllerName, c.queue, 1, c.svmSynced, c.processNext)
+	loop := controller.WorkLoop[string]{Name: ResourceVersionControllerName, Queue: c.queue, Sync: c.syncItem}
+	loop.Run(ctx, 1, c.svmSynced)
 }
 
-func (c *ResourceVersionController) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	if err := c.sync(ctx, key); err != nil {
+// syncItem is sync with failures retried with backoff and logged
+// verbosely only, as upstream.
+func (c *ResourceVersionController) syncItem(ctx context.Context, key string) error {
+	err := c.sync(ctx, key)
+	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Error syncing SVM resource, retrying", "svm", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
 	}
-	c.queue.Forget(key)
-	return true
+	return controller.Quietly(err)
 }
 
 func (c *ResourceVersionController) sync(ctx context.Context, name string) error {

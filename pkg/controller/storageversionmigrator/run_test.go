@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	svmv1 "k8s.io/api/storagemigration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -57,7 +56,7 @@ func TestLoopsTogether(t *testing.T) {
 	}()
 
 	var final *svmv1.StorageVersionMigration
-	waitFor(t, 20*time.Second, "migration finished", func() bool {
+	testutil.WaitFor(t, "migration finished", func() bool {
 		s, err := client.StoragemigrationV1().StorageVersionMigrations().Get(ctx, "mig", metav1.GetOptions{})
 		if err != nil {
 			return false

@@ -14,6 +14,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func node(name string, annotations map[string]string) *v1.Node {
@@ -181,7 +183,7 @@ func TestRunAnnotatesNodes(t *testing.T) {
 
 	for _, name := range []string{"a", "b"} {
 		name := name
-		waitFor(t, func() bool {
+		testutil.WaitFor(t, "node "+name+" annotated", func() bool {
 			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			return err == nil && n.Annotations[v1.ObjectTTLAnnotationKey] == "0"
 		})

@@ -47,6 +47,9 @@ type env struct {
 	ctx context.Context
 	// prefix makes cluster-scoped names unique to the test.
 	prefix string
+	// flexDir is the controller's --flex-volume-plugin-dir; empty for
+	// none.
+	flexDir string
 }
 
 func newEnv(t *testing.T, prefix string) *env {
@@ -73,6 +76,7 @@ func (e *env) startController(timers attachdetach.TimerConfig, disableForceDetac
 		factory.Storage().V1().CSINodes(),
 		factory.Storage().V1().CSIDrivers(),
 		factory.Storage().V1().VolumeAttachments(),
+		e.flexDir,
 		false, time.Minute, disableForceDetachOnTimeout, timers)
 	if err != nil {
 		e.t.Fatal(err)

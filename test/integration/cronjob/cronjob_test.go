@@ -80,7 +80,8 @@ func runControllers(t *testing.T, c clientset.Interface, clk *skewedClock, withJ
 	}
 	var jc *job.Controller
 	if withJobs {
-		jc, err = job.NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), c)
+		jc, err = job.NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), c,
+			job.Features{StaleControllerConsistency: true, MutableSchedulingDirectivesForSuspendedJobs: true})
 		if err != nil {
 			t.Fatal(err)
 		}

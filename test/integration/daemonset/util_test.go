@@ -51,7 +51,8 @@ func start(t *testing.T, prefix string) *env {
 
 	factory := informers.NewSharedInformerFactory(c, 0)
 	dsc, err := daemon.NewDaemonSetsController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
-		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), c, flowcontrol.NewBackOff(time.Second, 15*time.Minute))
+		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), c, flowcontrol.NewBackOff(time.Second, 15*time.Minute),
+		daemon.Features{StaleControllerConsistency: true})
 	if err != nil {
 		t.Fatal(err)
 	}

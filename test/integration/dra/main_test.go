@@ -41,7 +41,8 @@ func runClaimController(t *testing.T, c clientset.Interface) {
 	rc, err := resourceclaim.NewController(klog.Background(), c,
 		factory.Core().V1().Pods(), factory.Scheduling().V1beta1().PodGroups(),
 		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates(),
-		resourceclaim.DefaultFeatures())
+		// The v1.37 defaults.
+		resourceclaim.Features{AdminAccess: true, PrioritizedList: true})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func runEvictionController(t *testing.T, c clientset.Interface) {
 	factory := informers.NewSharedInformerFactory(c, 0)
 	tc := devicetainteviction.New(c, factory.Core().V1().Pods(), factory.Resource().V1().ResourceClaims(),
 		factory.Resource().V1().ResourceSlices(), factory.Resource().V1().DeviceTaintRules(), factory.Resource().V1().DeviceClasses(),
-		"device-taint-eviction-controller", devicetainteviction.DefaultFeatures())
+		"device-taint-eviction-controller", devicetainteviction.Features{DeviceTaintRules: true})
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,14 +40,16 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(app.InformerTransform))
-	dc, err := deployment.NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c)
+	factory := newFactory(c)
+	dc, err := deployment.NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc.WithNamespaceInformer(factory.Core().V1().Namespaces())
-	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas)
-	rm := replication.NewReplicationManager(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), c, replicaset.BurstReplicas)
+	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
+	rsc.WithNamespaceInformer(factory.Core().V1().Namespaces())
+	rm := replication.NewReplicationManager(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), c, replicaset.BurstReplicas, replication.Features{PodDeletionCost: true})
+	rm.WithNamespaceInformer(factory.Core().V1().Namespaces())
 	factory.Start(ctx.Done())
 	go dc.Run(ctx, 2)
 	go rsc.Run(ctx, 2)
@@ -57,72 +60,222 @@ func runControllers(t *testing.T, c clientset.Interface) {
 // object carries managedFields the caches drop.
 func apply(t *testing.T, c clientset.Interface, resource, ns, name string, obj any) {
 	t.Helper()
-	body, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
 	group := "apis/apps/v1"
 	if resource == "replicationcontrollers" {
 		group = "api/v1"
 	}
-	err = c.CoreV1().RESTClient().Patch(types.ApplyPatchType).AbsPath(group, "namespaces", ns, resource, name).
-		Param("fieldManager", "fieldloss-test").Param("force", "true").Body(body).Do(context.Background()).Error()
+	applyAt(t, c, group+"/namespaces/"+ns+"/"+resource+"/"+name, obj, nil)
+}
+
+// applyAt server-side applies obj at path (as "api/v1/nodes/n") as manager
+// "fieldloss-test" and decodes the stored object into into, unless nil.
+func applyAt(t *testing.T, c clientset.Interface, path string, obj, into any) {
+	t.Helper()
+	body, err := json.Marshal(obj)
 	if err != nil {
-		t.Fatalf("applying %s %s: %v", resource, name, err)
+		t.Fatal(err)
+	}
+	raw, err := c.CoreV1().RESTClient().Patch(types.ApplyPatchType).AbsPath(path).
+		Param("fieldManager", "fieldloss-test").Param("force", "true").Body(body).DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("applying %s: %v", path, err)
+	}
+	if into != nil {
+		if err := json.Unmarshal(raw, into); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
+// annotateAt puts a large last-applied annotation, a user annotation and a
+// user label (but on EndpointSlices, whose labels the controller owns) on an object a controller created, by server-side apply, before
+// the controllers write it again.
+func annotateAt(t *testing.T, c clientset.Interface, path, apiVersion, kind, ns, name string) {
+	t.Helper()
+	meta := map[string]any{"name": name,
+		"annotations": map[string]string{lastApplied: big, "example.com/note": "keep me"}}
+	if kind != "EndpointSlice" {
+		meta["labels"] = map[string]string{"example.com/user": "yes"}
+	}
+	if ns != "" {
+		meta["namespace"] = ns
+	}
+	applyAt(t, c, path, map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}, nil)
+}
+
 // foreignManagedFields keeps the entries of managers other than the
-// controllers (whose own entries change legitimately).
-func foreignManagedFields(m metav1.ObjectMeta) []metav1.ManagedFieldsEntry {
+// controllers (whose own entries change legitimately), without the fields
+// at paths the controllers take over.
+func foreignManagedFields(m metav1.ObjectMeta, taken [][]string) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range m.ManagedFields {
 		if e.Manager == "fieldloss-test" {
 			e.Time = nil
+			if e.FieldsV1 != nil && len(taken) > 0 {
+				e.FieldsV1 = metav1.NewFieldsV1(string(withoutFields(e.FieldsV1.GetRawBytes(), taken)))
+			}
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// userAnnotations drops the annotations the Deployment controller maintains.
-func userAnnotations(a map[string]string) map[string]string {
+// withoutFields drops paths from a FieldsV1 set, and the parents left empty.
+func withoutFields(raw []byte, paths [][]string) []byte {
+	var set map[string]any
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return raw
+	}
+	for _, p := range paths {
+		dropPath(set, p)
+	}
+	out, err := json.Marshal(set)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func dropPath(set map[string]any, path []string) {
+	if len(path) == 0 {
+		return
+	}
+	if len(path) == 1 {
+		delete(set, path[0])
+		return
+	}
+	child, ok := set[path[0]].(map[string]any)
+	if !ok {
+		return
+	}
+	dropPath(child, path[1:])
+	if len(child) == 0 {
+		delete(set, path[0])
+	}
+}
+
+// owned is what a controller legitimately changes in an object's metadata.
+type owned struct {
+	// annotations and labels: keys, or prefixes ending in "/", it maintains.
+	annotations, labels []string
+	finalizers          bool
+	ownerReferences     bool
+	// fields: paths in other managers' managedFields (as "f:spec",
+	// "f:taints") of atomic fields the controller writes whole, so takes
+	// over.
+	fields [][]string
+}
+
+// deploymentOwned is what the Deployment controller maintains.
+var deploymentOwned = owned{annotations: []string{"deployment.kubernetes.io/"}}
+
+func ownedKey(k string, keys []string) bool {
+	for _, o := range keys {
+		if k == o || (strings.HasSuffix(o, "/") && strings.HasPrefix(k, o)) {
+			return true
+		}
+	}
+	return false
+}
+
+// without drops the keys a controller maintains.
+func without(m map[string]string, keys []string) map[string]string {
 	out := map[string]string{}
-	for k, v := range a {
-		if !strings.HasPrefix(k, "deployment.kubernetes.io/") {
+	for k, v := range m {
+		if !ownedKey(k, keys) {
 			out[k] = v
 		}
 	}
 	return out
 }
 
-func sameMeta(t *testing.T, what string, before, after metav1.ObjectMeta) {
+func sameMeta(t *testing.T, what string, before, after metav1.ObjectMeta, own ...owned) {
 	t.Helper()
-	for _, p := range metaLoss(before, after) {
+	for _, p := range metaLoss(before, after, own...) {
 		t.Errorf("%s: %s", what, p)
 	}
 }
 
 // metaLoss lists what after lost or changed of before's metadata, leaving
-// out what controllers legitimately change.
-func metaLoss(before, after metav1.ObjectMeta) []string {
+// out what controllers legitimately change (the Deployment controller's
+// annotations, and whatever own lists).
+func metaLoss(before, after metav1.ObjectMeta, own ...owned) []string {
+	o := deploymentOwned
+	for _, x := range own {
+		o.annotations = append(o.annotations, x.annotations...)
+		o.labels = append(o.labels, x.labels...)
+		o.finalizers = o.finalizers || x.finalizers
+		o.ownerReferences = o.ownerReferences || x.ownerReferences
+		o.fields = append(o.fields, x.fields...)
+	}
 	var out []string
-	if !reflect.DeepEqual(userAnnotations(before.Annotations), userAnnotations(after.Annotations)) {
-		out = append(out, fmt.Sprintf("annotations changed: before %d keys, after %d keys", len(before.Annotations), len(after.Annotations)))
+	if b, a := without(before.Annotations, o.annotations), without(after.Annotations, o.annotations); !reflect.DeepEqual(b, a) {
+		out = append(out, fmt.Sprintf("annotations changed: before %d keys, after %d keys (%s)", len(b), len(a), diffKeys(b, a)))
 	}
 	if len(after.Annotations[lastApplied]) != len(before.Annotations[lastApplied]) {
 		out = append(out, fmt.Sprintf("%s lost (%d -> %d bytes)", lastApplied, len(before.Annotations[lastApplied]), len(after.Annotations[lastApplied])))
 	}
-	if !reflect.DeepEqual(before.Labels, after.Labels) {
-		out = append(out, fmt.Sprintf("labels %v -> %v", before.Labels, after.Labels))
+	if b, a := without(before.Labels, o.labels), without(after.Labels, o.labels); !reflect.DeepEqual(b, a) {
+		out = append(out, fmt.Sprintf("labels %v -> %v", b, a))
 	}
-	if b, a := foreignManagedFields(before), foreignManagedFields(after); !reflect.DeepEqual(b, a) {
+	if b, a := foreignManagedFields(before, o.fields), foreignManagedFields(after, o.fields); !reflect.DeepEqual(b, a) {
 		out = append(out, fmt.Sprintf("managedFields of other managers changed:\nbefore %+v\nafter  %+v", b, a))
 	}
-	if !reflect.DeepEqual(before.Finalizers, after.Finalizers) || !reflect.DeepEqual(before.OwnerReferences, after.OwnerReferences) {
-		out = append(out, "finalizers or ownerReferences changed")
+	if !o.finalizers && !reflect.DeepEqual(before.Finalizers, after.Finalizers) {
+		out = append(out, fmt.Sprintf("finalizers %v -> %v", before.Finalizers, after.Finalizers))
+	}
+	if !o.ownerReferences && !reflect.DeepEqual(before.OwnerReferences, after.OwnerReferences) {
+		out = append(out, "ownerReferences changed")
 	}
 	return out
+}
+
+// diffKeys names the keys whose values differ (not the values: one may
+// be 64 KiB).
+func diffKeys(b, a map[string]string) string {
+	var keys []string
+	for k, v := range b {
+		if av, ok := a[k]; !ok || av != v {
+			keys = append(keys, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	return strings.Join(keys, ", ")
+}
+
+// newFactory builds informers trimmed exactly like the controller
+// manager's (cmd/kube-controller-manager/app).
+func newFactory(c clientset.Interface) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(transform))
+}
+
+// transform is app.InformerTransform. With FIELDLOSS_TRIM_LAST_APPLIED=1
+// it also drops the last-applied annotation, to see which writers would
+// lose it if the controller manager's transform did so (today: those that
+// Update or UpdateStatus a cached copy).
+func transform(obj interface{}) (interface{}, error) {
+	obj, err := app.InformerTransform(obj)
+	if err != nil || os.Getenv("FIELDLOSS_TRIM_LAST_APPLIED") != "1" {
+		return obj, err
+	}
+	if a, ok := obj.(metav1.Object); ok {
+		if an := a.GetAnnotations(); an[lastApplied] != "" {
+			delete(an, lastApplied)
+			a.SetAnnotations(an)
+		}
+	}
+	return obj, nil
+}
+
+// testContext ends when the test does, stopping its controllers.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // The check itself: a writer that updates an object read from a cache

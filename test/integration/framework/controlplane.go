@@ -52,8 +52,18 @@ type ControlPlane struct {
 	// account tokens with (the controller manager's --service-account-private-key-file).
 	ServiceAccountKeyFile string
 
+	// apiServerFlags are added to kube-apiserver's command line.
+	apiServerFlags []string
+
 	procs []*child
 	once  sync.Once
+}
+
+// Options changes how StartControlPlaneWithOptions starts the control plane.
+type Options struct {
+	// APIServerFlags are appended to kube-apiserver's flags, for example
+	// --feature-gates=... or --runtime-config=... for APIs off by default.
+	APIServerFlags []string
 }
 
 // child is a started process; done closes once it has exited, after which
@@ -168,11 +178,17 @@ func randomToken() string {
 // StartControlPlane starts etcd and kube-apiserver under a new temporary
 // directory and waits until the apiserver reports ready.
 func StartControlPlane(ctx context.Context) (*ControlPlane, error) {
+	return StartControlPlaneWithOptions(ctx, Options{})
+}
+
+// StartControlPlaneWithOptions is StartControlPlane with extra settings.
+func StartControlPlaneWithOptions(ctx context.Context, opts Options) (*ControlPlane, error) {
 	dir, err := os.MkdirTemp("", "kcm-controlplane-")
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{Dir: dir, Tokens: map[string]string{AdminUser: randomToken(), ViewerUser: randomToken()}}
+	cp := &ControlPlane{Dir: dir, Tokens: map[string]string{AdminUser: randomToken(), ViewerUser: randomToken()},
+		apiServerFlags: opts.APIServerFlags}
 	if err := cp.start(ctx); err != nil {
 		cp.Stop()
 		return nil, err
@@ -242,6 +258,8 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, apiserverBin, etcdUR
 		"--enable-priority-and-fairness=false",
 		"--storage-media-type=application/vnd.kubernetes.protobuf",
 	}
+	// Later flags win, so a test's flags override the defaults above.
+	args = append(args, cp.apiServerFlags...)
 	ports.Release()
 	if err := cp.spawn(ctx, "kube-apiserver", apiserverBin, args); err != nil {
 		return err

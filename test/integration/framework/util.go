@@ -29,9 +29,13 @@ var shared *ControlPlane
 
 // Main runs a package's tests against one shared control plane, started
 // before and stopped after them. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainWithOptions(m, Options{}) }
+
+// MainWithOptions is Main for packages that need a differently started
+// control plane (feature gates or APIs off by default).
+func MainWithOptions(m *testing.M, opts Options) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cp, err := StartControlPlane(ctx)
+	cp, err := StartControlPlaneWithOptions(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration control plane:", err)
@@ -88,4 +92,28 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 	if err != nil {
 		t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 	}
+}
+
+// InformerStarter is what RunController needs of an informer factory.
+type InformerStarter interface {
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+// RunController starts factory's informers and run(ctx) in the background
+// for the rest of the test; at cleanup it cancels ctx, waits for run to
+// return and shuts the informers down.
+func RunController(t testing.TB, ctx context.Context, cancel context.CancelFunc, factory InformerStarter, run func(context.Context)) {
+	t.Helper()
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		factory.Shutdown()
+	})
 }

@@ -53,7 +53,8 @@ func runControllers(t *testing.T, c clientset.Interface) {
 func runControllersCtx(t *testing.T, ctx context.Context, c clientset.Interface) {
 	t.Helper()
 	factory := informers.NewSharedInformerFactory(c, 0)
-	jc, err := job.NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), c)
+	jc, err := job.NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), c,
+		job.Features{StaleControllerConsistency: true, MutableSchedulingDirectivesForSuspendedJobs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,20 @@ func TestManagedByOtherControllerIsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// Positive control: a Job of ours created after it gets its pod, so the
+	// controller has seen the external one's event by then.
+	control, err := c.BatchV1().Jobs(ns).Create(ctx, kubectlJob("control"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, timeout, "control job started with a pod", func(ctx context.Context) (bool, error) {
+		got, err := c.BatchV1().Jobs(ns).Get(ctx, control.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := podsOf(ctx, c, got)
+		return got.Status.StartTime != nil && len(pods) > 0, err
+	})
 	got, err := c.BatchV1().Jobs(ns).Get(ctx, j.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/namespace"
@@ -180,8 +181,51 @@ func TestPodsGoFirst(t *testing.T) {
 		}
 		return p.DeletionTimestamp != nil, nil
 	})
-	// Past the controller's next look (estimate 10s → requeue after 6s).
-	time.Sleep(7 * time.Second)
+	// Positive control: make the controller take another full look at the
+	// namespace while the pod is still terminating, and see that it did. A
+	// bogus content-failure condition makes it sync again (it watches the
+	// namespace) and is rewritten by that pass, which runs the pods
+	// step and returns before touching anything else. A stopped controller
+	// never resets the condition, so this wait would fail.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sentinel := v1.NamespaceCondition{Type: v1.NamespaceDeletionContentFailure, Status: v1.ConditionTrue,
+			LastTransitionTime: metav1.Now(), Reason: "TestSentinel", Message: "set by the test"}
+		replaced := false
+		for i := range got.Status.Conditions {
+			if got.Status.Conditions[i].Type == sentinel.Type {
+				got.Status.Conditions[i] = sentinel
+				replaced = true
+			}
+		}
+		if !replaced {
+			got.Status.Conditions = append(got.Status.Conditions, sentinel)
+		}
+		_, err = c.CoreV1().Namespaces().UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, waitTimeout, "the controller to reset the sentinel condition", func(ctx context.Context) (bool, error) {
+		got, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == v1.NamespaceDeletionContentFailure {
+				// Healthy, or failing because the pod outlived its grace
+				// period; either way the controller rewrote it.
+				return cond.Reason != "TestSentinel", nil
+			}
+		}
+		return false, nil
+	})
+	if p, err := c.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("pod should still be terminating after the controller's look: %v", err)
+	}
 	if _, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{}); err != nil {
 		t.Fatalf("ConfigMap deleted while a pod was still terminating: %v", err)
 	}

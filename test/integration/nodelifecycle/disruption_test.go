@@ -47,11 +47,11 @@ func runControllersWithRate(t *testing.T, c clientset.Interface, qps float32) {
 	nlc, err := nodelifecycle.NewNodeLifecycleController(ctx,
 		factory.Coordination().V1().Leases(), factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Apps().V1().DaemonSets(), c,
-		time.Second, gracePeriod, gracePeriod, qps, qps, 50, 0.55)
+		time.Second, gracePeriod, gracePeriod, qps, qps, 50, 0.55, nodelifecycle.Features{LeaseCircuitBreaker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tec, err := tainteviction.New(ctx, c, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller")
+	tec, err := tainteviction.New(ctx, c, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,14 +431,14 @@ func TestFullDisruptionStopsEvictions(t *testing.T) {
 		}
 		return true
 	})
-	if since := time.Since(tokensSpent); since > tokenInterval-3*time.Second {
-		t.Fatalf("the nodes took %s to go Unknown after the zones' tokens were spent; the test relies on this being well under %s", since, tokenInterval)
-	}
+	allUnknown := time.Now()
+	t.Logf("the nodes went Unknown %s after the zones' tokens were spent", allUnknown.Sub(tokensSpent))
 	waitZoneGauges(t, "zone-a", 0, 2)
 	waitZoneGauges(t, "zone-b", 0, 2)
 	// Tainting, were it still on, would resume with the zones' next
-	// tokens; watch until well past that and the pods' toleration.
-	watchUntil := tokensSpent.Add(tokenInterval + podToleration + 5*time.Second)
+	// tokens (at most tokenInterval from now); watch until well past that
+	// and the pods' toleration.
+	watchUntil := allUnknown.Add(tokenInterval + podToleration + 5*time.Second)
 	for time.Now().Before(watchUntil) {
 		s, err := observe(context.Background(), c, ns, nodes)
 		if err != nil {

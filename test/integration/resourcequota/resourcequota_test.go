@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/resourcequota"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/resourcequota/evaluator"
 	"github.com/kcmclone/kube-controller-manager/test/integration/framework"
 )
 
@@ -71,7 +72,8 @@ func runController(t *testing.T) clientset.Interface {
 		typed := informers.NewSharedInformerFactory(c, 0)
 		mdf := metadatainformer.NewSharedInformerFactory(md, 0)
 		informersStarted := make(chan struct{})
-		opts, err := resourcequota.DefaultOptions(c.CoreV1(), typed, mdf, dc.ServerPreferredNamespacedResources, 5*time.Minute, nil, informersStarted)
+		opts, err := resourcequota.DefaultOptions(c.CoreV1(), typed, mdf, dc.ServerPreferredNamespacedResources, 5*time.Minute, nil, informersStarted,
+			evaluator.Features{PodLevelResources: true, PodLevelResourcesFixKubeletQOSClass: true})
 		if err != nil {
 			t.Fatal(err)
 		}

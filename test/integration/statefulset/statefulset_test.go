@@ -41,7 +41,8 @@ func runController(t *testing.T, c clientset.Interface) (stop func()) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	factory := informers.NewSharedInformerFactory(c, 0)
 	ssc := statefulset.NewStatefulSetController(ctx, factory.Core().V1().Pods(), factory.Apps().V1().StatefulSets(),
-		factory.Core().V1().PersistentVolumeClaims(), factory.Apps().V1().ControllerRevisions(), c)
+		factory.Core().V1().PersistentVolumeClaims(), factory.Apps().V1().ControllerRevisions(), c,
+		statefulset.Features{MaxUnavailableStatefulSet: true, StatefulSetSemanticRevisionComparison: true, StaleControllerConsistency: true})
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Go(func() { ssc.Run(ctx, 5) })

@@ -47,7 +47,7 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	pvcc, err := pvcprotection.NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), c)
+	pvcc, err := pvcprotection.NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), c, pvcprotection.Features{UnusedSinceTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/server/flagz"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -241,7 +242,9 @@ func (s *KubeControllerManagerOptions) Validate(allControllers []string, disable
 	}
 	errs = append(errs, s.ComponentGlobalsRegistry.Validate()...)
 	errs = append(errs, s.Generic.Validate(allControllers, disabledByDefaultControllers, controllerAliases)...)
-	errs = append(errs, s.Sharded.Validate(s.Generic.LeaderElection.LeaderElect)...)
+	errs = append(errs, s.Sharded.Validate(s.Generic.LeaderElection.LeaderElect,
+		s.Generic.LeaderMigration != nil && s.Generic.LeaderMigration.Enabled,
+		utilfeature.DefaultFeatureGate.Enabled(genericfeatures.CoordinatedLeaderElection))...)
 	errs = append(errs, s.KubeCloudShared.Validate()...)
 	errs = append(errs, s.AttachDetachController.Validate()...)
 	errs = append(errs, s.CSRSigningController.Validate()...)

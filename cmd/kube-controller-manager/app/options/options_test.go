@@ -416,15 +416,23 @@ func TestShardedNeedsLeaderElect(t *testing.T) {
 	if o.Enabled || !o.WarmStandby {
 		t.Errorf("defaults: %+v, want off with warm standby", o)
 	}
-	if errs := o.Validate(false); len(errs) != 0 {
+	if errs := o.Validate(false, true, true); len(errs) != 0 {
 		t.Errorf("off: %v", errs)
 	}
 	o.Enabled = true
-	if errs := o.Validate(true); len(errs) != 0 {
+	if errs := o.Validate(true, false, false); len(errs) != 0 {
 		t.Errorf("with --leader-elect: %v", errs)
 	}
-	errs := o.Validate(false)
+	errs := o.Validate(false, false, false)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--leader-elect-sharded requires --leader-elect") {
 		t.Errorf("without --leader-elect: %v", errs)
+	}
+	errs = o.Validate(true, true, false)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--enable-leader-migration") {
+		t.Errorf("with leader migration: %v", errs)
+	}
+	errs = o.Validate(true, false, true)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "CoordinatedLeaderElection") {
+		t.Errorf("with coordinated leader election: %v", errs)
 	}
 }

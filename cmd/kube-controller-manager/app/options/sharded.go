@@ -33,10 +33,23 @@ func (o *ShardedOptions) AddFlags(fs *pflag.FlagSet) {
 			"replica first runs it, which saves memory and makes take-overs slower.")
 }
 
-// Validate checks the flags against --leader-elect.
-func (o *ShardedOptions) Validate(leaderElect bool) []error {
-	if o.Enabled && !leaderElect {
-		return []error{errors.New("--leader-elect-sharded requires --leader-elect=true")}
+// Validate checks the flags against --leader-elect and the two upstream
+// election modes a Lease per controller cannot honour: leader migration
+// (other components could not see which controllers run) and coordinated
+// election (the apiserver picks one leader per Lease it is told of).
+func (o *ShardedOptions) Validate(leaderElect, leaderMigration, coordinated bool) []error {
+	if !o.Enabled {
+		return nil
 	}
-	return nil
+	var errs []error
+	if !leaderElect {
+		errs = append(errs, errors.New("--leader-elect-sharded requires --leader-elect=true"))
+	}
+	if leaderMigration {
+		errs = append(errs, errors.New("--leader-elect-sharded cannot be combined with --enable-leader-migration"))
+	}
+	if coordinated {
+		errs = append(errs, errors.New("--leader-elect-sharded cannot be combined with --feature-gates=CoordinatedLeaderElection=true"))
+	}
+	return errs
 }

@@ -29,8 +29,8 @@ var legacyObjectCountAliases = map[schema.GroupVersionResource]corev1.ResourceNa
 // informers). i supplies the pod lister and the DeviceClass and
 // ResourceClaim informers that charging DRA extended resources needs; with
 // a nil i, claims are charged only by device class.
-func NewEvaluators(f ListerForResourceFunc, i informers.SharedInformerFactory) ([]Evaluator, error) {
-	claims := &claimEvaluator{list: ListResourceUsingListerFunc(f, resourceClaimsGVR)}
+func NewEvaluators(f ListerForResourceFunc, i informers.SharedInformerFactory, features Features) ([]Evaluator, error) {
+	claims := &claimEvaluator{list: ListResourceUsingListerFunc(f, resourceClaimsGVR), podFeatures: features}
 	if i != nil {
 		// DynamicResourceAllocation and DRAExtendedResource are GA and
 		// locked on in v1.37.
@@ -46,7 +46,7 @@ func NewEvaluators(f ListerForResourceFunc, i informers.SharedInformerFactory) (
 		claims.pods = i.Core().V1().Pods().Lister()
 	}
 	out := []Evaluator{
-		NewPodEvaluator(f, clock.RealClock{}),
+		NewPodEvaluator(f, clock.RealClock{}, features),
 		NewServiceEvaluator(f),
 		NewPersistentVolumeClaimEvaluator(f),
 		claims,

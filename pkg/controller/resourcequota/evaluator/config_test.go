@@ -16,7 +16,7 @@ import (
 
 func TestNewEvaluators(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	evals, err := NewEvaluators(fakeListers{}.lister, factory)
+	evals, err := NewEvaluators(fakeListers{}.lister, factory, v137Features)
 	if err != nil {
 		t.Fatal(err)
 	}

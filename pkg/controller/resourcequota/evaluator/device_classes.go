@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 // deviceClassCache maps DRA device classes to the extended resource names
@@ -67,9 +69,7 @@ func (c *deviceClassCache) OnUpdate(oldObj, newObj interface{}) {
 }
 
 func (c *deviceClassCache) OnDelete(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = controller.Untombstone(obj)
 	dc, ok := obj.(*resourceapi.DeviceClass)
 	if !ok {
 		return

@@ -13,9 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
-
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 var (
@@ -74,14 +71,24 @@ func extendedResourceName(name corev1.ResourceName) bool {
 // podEvaluator measures pods: counts and compute resources of pods that
 // are not terminal.
 type podEvaluator struct {
-	list  ListFuncByNamespace
-	clock clock.Clock
+	list     ListFuncByNamespace
+	clock    clock.Clock
+	features Features
+}
+
+// Features are the feature gates the quota evaluators consult.
+type Features struct {
+	// PodLevelResources charges pod-level requests and limits.
+	PodLevelResources bool
+	// PodLevelResourcesFixKubeletQOSClass: an empty pod-level resources
+	// stanza does not change the pod's QoS class.
+	PodLevelResourcesFixKubeletQOSClass bool
 }
 
 // NewPodEvaluator measures pods listed through f; clk decides when a
 // deleting pod's grace period is over.
-func NewPodEvaluator(f ListerForResourceFunc, clk clock.Clock) Evaluator {
-	return &podEvaluator{list: ListResourceUsingListerFunc(f, podsGVR), clock: clk}
+func NewPodEvaluator(f ListerForResourceFunc, clk clock.Clock, features Features) Evaluator {
+	return &podEvaluator{list: ListResourceUsingListerFunc(f, podsGVR), clock: clk, features: features}
 }
 
 func (p *podEvaluator) GroupResource() schema.GroupResource { return podsGVR.GroupResource() }
@@ -100,11 +107,14 @@ func (p *podEvaluator) MatchingResources(input []corev1.ResourceName) []corev1.R
 }
 
 func (p *podEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
-	return PodUsage(item, p.clock)
+	return PodUsage(item, p.clock, p.features)
 }
 
 func (p *podEvaluator) UsageStats(options UsageStatsOptions) (UsageStats, error) {
-	return CalculateUsageStats(options, p.list, podMatchesScope, p.Usage)
+	matches := func(sel corev1.ScopedResourceSelectorRequirement, obj runtime.Object) (bool, error) {
+		return podMatchesScope(sel, obj, p.features)
+	}
+	return CalculateUsageStats(options, p.list, matches, p.Usage)
 }
 
 func asPod(obj runtime.Object) (*corev1.Pod, error) {
@@ -118,7 +128,7 @@ func asPod(obj runtime.Object) (*corev1.Pod, error) {
 // PodUsage is what a pod is charged. count/pods always counts it; the
 // compute resources and "pods" only while it is not terminal (see
 // QuotaV1Pod).
-func PodUsage(obj runtime.Object, clk clock.Clock) (corev1.ResourceList, error) {
+func PodUsage(obj runtime.Object, clk clock.Clock, features Features) (corev1.ResourceList, error) {
 	pod, err := asPod(obj)
 	if err != nil {
 		return corev1.ResourceList{}, err
@@ -127,7 +137,7 @@ func PodUsage(obj runtime.Object, clk clock.Clock) (corev1.ResourceList, error) 
 	if !QuotaV1Pod(pod, clk) {
 		return out, nil
 	}
-	podLevel := podLevelResourcesEnabled()
+	podLevel := features.PodLevelResources
 	return Add(out, podComputeUsage(podRequests(pod, podLevel), podLimits(pod, podLevel))), nil
 }
 
@@ -181,13 +191,13 @@ func IsTerminating(pod *corev1.Pod) bool {
 	return pod.Spec.ActiveDeadlineSeconds != nil && *pod.Spec.ActiveDeadlineSeconds >= 0
 }
 
-func isBestEffort(pod *corev1.Pod) bool {
-	return podQOS(pod, podLevelResourcesEnabled(), podLevelQOSFixEnabled()) == corev1.PodQOSBestEffort
+func isBestEffort(pod *corev1.Pod, features Features) bool {
+	return podQOS(pod, features.PodLevelResources, features.PodLevelResourcesFixKubeletQOSClass) == corev1.PodQOSBestEffort
 }
 
 // podMatchesScope decides the pod scopes. Scopes pods do not have (e.g.
 // VolumeAttributesClass) never match.
-func podMatchesScope(sel corev1.ScopedResourceSelectorRequirement, obj runtime.Object) (bool, error) {
+func podMatchesScope(sel corev1.ScopedResourceSelectorRequirement, obj runtime.Object, features Features) (bool, error) {
 	pod, err := asPod(obj)
 	if err != nil {
 		return false, err
@@ -198,9 +208,9 @@ func podMatchesScope(sel corev1.ScopedResourceSelectorRequirement, obj runtime.O
 	case corev1.ResourceQuotaScopeNotTerminating:
 		return !IsTerminating(pod), nil
 	case corev1.ResourceQuotaScopeBestEffort:
-		return isBestEffort(pod), nil
+		return isBestEffort(pod, features), nil
 	case corev1.ResourceQuotaScopeNotBestEffort:
-		return !isBestEffort(pod), nil
+		return !isBestEffort(pod, features), nil
 	case corev1.ResourceQuotaScopePriorityClass:
 		if sel.Operator == corev1.ScopeSelectorOpExists {
 			return pod.Spec.PriorityClassName != "", nil
@@ -258,12 +268,4 @@ func usesCrossNamespacePodAffinity(pod *corev1.Pod) bool {
 		return true
 	}
 	return false
-}
-
-func podLevelResourcesEnabled() bool {
-	return controller.FeatureEnabled(features.PodLevelResources, true)
-}
-
-func podLevelQOSFixEnabled() bool {
-	return controller.FeatureEnabled(features.PodLevelResourcesFixKubeletQOSClass, true)
 }

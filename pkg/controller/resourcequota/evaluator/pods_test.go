@@ -133,7 +133,7 @@ func TestPodUsage(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := PodUsage(c.pod, clock.RealClock{})
+			got, err := PodUsage(c.pod, clock.RealClock{}, v137Features)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,17 +149,17 @@ func TestPodUsageAfterGracePeriod(t *testing.T) {
 	pod.DeletionTimestamp = &metav1.Time{Time: now.Add(-20 * time.Second)}
 	pod.DeletionGracePeriodSeconds = ptr.To[int64](30)
 
-	got, _ := PodUsage(pod, clk)
+	got, _ := PodUsage(pod, clk, v137Features)
 	expectList(t, "within grace", got, rl("count/pods", "1", "pods", "1", "cpu", "1", "requests.cpu", "1"))
 
 	// A pod stuck terminating (lost node) must not hold quota.
 	clk.Step(11 * time.Second)
-	got, _ = PodUsage(pod, clk)
+	got, _ = PodUsage(pod, clk, v137Features)
 	expectList(t, "past grace", got, rl("count/pods", "1"))
 }
 
 func TestPodMatchingResources(t *testing.T) {
-	e := NewPodEvaluator(nil, clock.RealClock{})
+	e := NewPodEvaluator(nil, clock.RealClock{}, v137Features)
 	in := names("pods", "count/pods", "requests.cpu", "limits.memory", "cpu", "requests.ephemeral-storage",
 		"hugepages-1Gi", "requests.hugepages-2Mi", "requests.example.com/gpu", "requests.deviceclass.resource.kubernetes.io/fast",
 		"example.com/gpu", "requests.kubernetes.io/native", "services", "count/deployments.apps")
@@ -225,7 +225,7 @@ func TestPodMatchesScope(t *testing.T) {
 		{"VolumeAttributesClass never matches pods", exists(corev1.ResourceQuotaScopeVolumeAttributesClass), bestEffort, false},
 	}
 	for _, c := range cases {
-		got, err := podMatchesScope(c.sel, c.pod)
+		got, err := podMatchesScope(c.sel, c.pod, v137Features)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -234,7 +234,7 @@ func TestPodMatchesScope(t *testing.T) {
 			t.Errorf("%s: matches = %v, want %v", c.name, got, c.want)
 		}
 	}
-	if _, err := podMatchesScope(priority("Bogus", "x"), high); err == nil {
+	if _, err := podMatchesScope(priority("Bogus", "x"), high, v137Features); err == nil {
 		t.Error("invalid operator: no error")
 	}
 }
@@ -309,7 +309,7 @@ func TestPodUsageStatsHonoursScopes(t *testing.T) {
 	burst := podWith(container("a", rl("cpu", "500m", "memory", "1Gi"), nil))
 	burst.Name = "burst"
 	l.add(t, podsGVR, done, be, burst)
-	e := NewPodEvaluator(l.lister, clock.RealClock{})
+	e := NewPodEvaluator(l.lister, clock.RealClock{}, v137Features)
 
 	stats, err := e.UsageStats(UsageStatsOptions{Namespace: "ns", Resources: names("pods", "count/pods", "requests.cpu")})
 	if err != nil {
@@ -322,3 +322,6 @@ func TestPodUsageStatsHonoursScopes(t *testing.T) {
 	// The succeeded pod is not best effort, the burstable one neither.
 	expectList(t, "best effort", stats.Used, rl("pods", "1", "count/pods", "1"))
 }
+
+// v137Features are the v1.37 defaults of the gates the evaluators read.
+var v137Features = Features{PodLevelResources: true, PodLevelResourcesFixKubeletQOSClass: true}

@@ -41,6 +41,8 @@ type claimEvaluator struct {
 	deviceClasses *deviceClassCache
 	pods          corelisters.PodLister
 	claimsOfPod   claimOwnersFunc
+	// podFeatures measure the owner pod's usage.
+	podFeatures Features
 }
 
 func (c *claimEvaluator) GroupResource() schema.GroupResource {
@@ -174,7 +176,7 @@ func (c *claimEvaluator) ownerPodUsage(claim *resourceapi.ResourceClaim) corev1.
 			}
 		}
 	}
-	usage, err := PodUsage(pod, clock.RealClock{})
+	usage, err := PodUsage(pod, clock.RealClock{}, c.podFeatures)
 	if err != nil {
 		return nil
 	}

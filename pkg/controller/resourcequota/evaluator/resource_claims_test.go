@@ -131,7 +131,7 @@ func TestClaimUsageSubtractsOwnerPod(t *testing.T) {
 	if _, err := claimsByOwnerPod(claimInformer); err != nil {
 		t.Fatal(err)
 	}
-	e := &claimEvaluator{deviceClasses: classes, pods: corelisters.NewPodLister(pods), claimsOfPod: owners}
+	e := &claimEvaluator{deviceClasses: classes, pods: corelisters.NewPodLister(pods), claimsOfPod: owners, podFeatures: v137Features}
 
 	claim := claimWith(exactly("gpu", resourceapi.DeviceAllocationModeExactCount, 3))
 	claim.CreationTimestamp = metav1.NewTime(time.Now())

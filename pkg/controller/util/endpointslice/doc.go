@@ -1,6 +1,6 @@
 // Package util holds the pieces the EndpointSlice and Endpoints controllers
-// share, mirroring what upstream keeps in the k8s.io/endpointslice/util
-// staging library: which pod changes matter to which Services (pod
-// projection keys), the last-change-trigger-time tracker, the slice
-// generation tracker, and small pod/port helpers.
+// share that k8s.io/endpointslice/util does not export: the endpoint set
+// keyed by endpoint identity, port lookup, hashing and the metric
+// constructors. Pod projection keys, the trigger-time tracker and the pod
+// helpers come from k8s.io/endpointslice/util itself.
 package util

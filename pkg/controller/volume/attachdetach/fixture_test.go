@@ -46,6 +46,7 @@ func newFixture(t *testing.T, disableForceDetachOnTimeout bool, objects ...runti
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes(),
 		factory.Storage().V1().CSINodes(), factory.Storage().V1().CSIDrivers(), factory.Storage().V1().VolumeAttachments(),
+		"",
 		false, time.Minute, disableForceDetachOnTimeout, timers)
 	if err != nil {
 		t.Fatal(err)

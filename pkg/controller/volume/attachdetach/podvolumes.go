@@ -6,10 +6,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	ephemeralutil "k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/attachdetach/plugins"
-	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
 )
 
 // isPodTerminated: the pod has finished, or is being deleted and none of
@@ -50,8 +50,22 @@ type volumeSpecs struct {
 
 // forPodVolume returns the spec of one pod volume: the bound PV (deep
 // copied) for claims and generic ephemeral volumes, the volume itself for
-// inline sources. In-tree sources are not translated to CSI.
+// inline sources; in-tree sources with a CSI driver are translated to CSI.
 func (vs volumeSpecs) forPodVolume(logger klog.Logger, podVolume v1.Volume, pod *v1.Pod) (*plugins.Spec, error) {
+	spec, claimName, err := vs.inTreeSpec(logger, podVolume, pod)
+	if err != nil {
+		return nil, err
+	}
+	spec, err = plugins.TranslateIfMigratable(logger, spec, pod.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("error performing CSI migration checks and translation for PVC %q/%q: %w", pod.Namespace, claimName, err)
+	}
+	return spec, nil
+}
+
+// inTreeSpec is forPodVolume before translation; it also returns the claim
+// name (empty for inline volumes).
+func (vs volumeSpecs) inTreeSpec(logger klog.Logger, podVolume v1.Volume, pod *v1.Pod) (*plugins.Spec, string, error) {
 	var claimName string
 	var readOnly bool
 	if src := podVolume.PersistentVolumeClaim; src != nil {
@@ -59,40 +73,40 @@ func (vs volumeSpecs) forPodVolume(logger klog.Logger, podVolume v1.Volume, pod 
 	}
 	isEphemeral := podVolume.Ephemeral != nil
 	if isEphemeral {
-		claimName = ephemeral.VolumeClaimName(pod, &podVolume)
+		claimName = ephemeralutil.VolumeClaimName(pod, &podVolume)
 	}
 	if claimName == "" {
-		return plugins.SpecFromVolume(&podVolume), nil
+		return plugins.SpecFromVolume(&podVolume), "", nil
 	}
 	logger.V(10).Info("Found PVC", "PVC", klog.KRef(pod.Namespace, claimName))
 
 	pvc, err := vs.pvcLister.PersistentVolumeClaims(pod.Namespace).Get(claimName)
 	if err != nil {
-		return nil, fmt.Errorf("error processing PVC %q/%q: failed to find PVC %s/%s in PVCInformer cache: %v", pod.Namespace, claimName, pod.Namespace, claimName, err)
+		return nil, claimName, fmt.Errorf("error processing PVC %q/%q: failed to find PVC %s/%s in PVCInformer cache: %v", pod.Namespace, claimName, pod.Namespace, claimName, err)
 	}
 	if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
-		return nil, fmt.Errorf("error processing PVC %q/%q: PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)",
+		return nil, claimName, fmt.Errorf("error processing PVC %q/%q: PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)",
 			pod.Namespace, claimName, pod.Namespace, claimName, pvc.Status.Phase, pvc.Spec.VolumeName)
 	}
 	if isEphemeral {
-		if err := ephemeral.VolumeIsForPod(pod, pvc); err != nil {
-			return nil, err
+		if err := ephemeralutil.VolumeIsForPod(pod, pvc); err != nil {
+			return nil, claimName, err
 		}
 	}
 	pv, err := vs.pvLister.Get(pvc.Spec.VolumeName)
 	if err != nil {
-		return nil, fmt.Errorf("error processing PVC %q/%q: failed to find PV %q in PVInformer cache: %v", pod.Namespace, claimName, pvc.Spec.VolumeName, err)
+		return nil, claimName, fmt.Errorf("error processing PVC %q/%q: failed to find PV %q in PVInformer cache: %v", pod.Namespace, claimName, pvc.Spec.VolumeName, err)
 	}
 	if pv.Spec.ClaimRef == nil {
-		return nil, fmt.Errorf("error processing PVC %q/%q: found PV object %q but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim",
+		return nil, claimName, fmt.Errorf("error processing PVC %q/%q: found PV object %q but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim",
 			pod.Namespace, claimName, pv.Name)
 	}
 	if pv.Spec.ClaimRef.UID != pvc.UID {
-		return nil, fmt.Errorf("error processing PVC %q/%q: found PV object %q but its pv.Spec.ClaimRef.UID (%q) does not point to claim.UID (%q)",
+		return nil, claimName, fmt.Errorf("error processing PVC %q/%q: found PV object %q but its pv.Spec.ClaimRef.UID (%q) does not point to claim.UID (%q)",
 			pod.Namespace, claimName, pv.Name, pv.Spec.ClaimRef.UID, pvc.UID)
 	}
 	logger.V(10).Info("Extracted volumeSpec from bound PV and PVC", "PVC", klog.KRef(pod.Namespace, claimName), "pvcUID", pvc.UID, "PV", klog.KRef("", pv.Name))
-	return plugins.SpecFromPV(pv.DeepCopy(), readOnly), nil
+	return plugins.SpecFromPV(pv.DeepCopy(), readOnly), claimName, nil
 }
 
 // processPodVolumes adds (add) or removes the pod's attachable volumes in

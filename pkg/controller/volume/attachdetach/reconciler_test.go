@@ -96,8 +96,13 @@ func TestReconcilerDetachDecisions(t *testing.T) {
 			for _, r := range []string{forceDetachReasonTimeout, forceDetachReasonOutOfService} {
 				before[r], _ = testutil.GetCounterMetricValue(forcedDetaches.WithLabelValues(r))
 			}
-			// Longer than the fixture's 50ms unmount timeout.
-			f.reconcileFor(300 * time.Millisecond)
+			if c.detach {
+				// Reconcile until done: a loaded machine may need longer.
+				f.reconcileUntil(f.attachmentDeleted)
+			} else {
+				// Longer than the fixture's 50ms unmount timeout.
+				f.reconcileFor(300 * time.Millisecond)
+			}
 			if got := f.attachmentDeleted(); got != c.detach {
 				t.Fatalf("detached = %v, want %v", got, c.detach)
 			}
@@ -122,7 +127,7 @@ func TestReconcilerDetachDecisions(t *testing.T) {
 // the VolumeAttachment is deleted, so the kubelet does not mount it.
 func TestDetachUpdatesNodeStatusFirst(t *testing.T) {
 	f := attachedFixture(t, false, node("n", true), false)
-	f.reconcileFor(50 * time.Millisecond)
+	f.reconcileUntil(f.attachmentDeleted)
 	var order []string
 	for _, a := range f.client.Actions() {
 		switch {
@@ -169,7 +174,10 @@ func TestReconcilerAttaches(t *testing.T) {
 		f.cache(va)
 		return false, nil, nil
 	})
-	f.reconcileFor(100 * time.Millisecond)
+	f.reconcileUntil(func() bool {
+		n, err := f.client.CoreV1().Nodes().Get(context.Background(), "n", metav1.GetOptions{})
+		return err == nil && len(n.Status.VolumesAttached) != 0
+	})
 	if f.adc.asw.GetAttachState(csiName("h1"), "n") != cache.AttachStateAttached {
 		t.Fatal("not attached")
 	}
@@ -333,14 +341,15 @@ func TestReconcilerSync(t *testing.T) {
 			f.adc.asw.SetVolumesMountedByNode(f.logger, n.Status.VolumesInUse, "n")
 			rc := f.adc.reconciler
 			rc.disableReconciliationSync, rc.syncDuration = c.disabled, c.period
-			rc.timeOfLastSync = time.Now().Add(-2 * time.Minute)
+			lastSync := time.Now().Add(-2 * time.Minute)
+			rc.timeOfLastSync = lastSync
 			rc.loop(f.ctx)
 			f.adc.executor.Wait()
 			detached := f.adc.asw.GetAttachState(csiName("h1"), "n") == cache.AttachStateDetached
 			if detached != c.verified {
 				t.Errorf("verified = %v, want %v", detached, c.verified)
 			}
-			if c.verified && time.Since(rc.timeOfLastSync) > time.Second {
+			if c.verified && !rc.timeOfLastSync.After(lastSync) {
 				t.Error("sync time not updated")
 			}
 		})

@@ -2,15 +2,16 @@ package attachdetach
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/attachdetach/plugins"
 )
 
@@ -26,6 +27,7 @@ func TestRun(t *testing.T) {
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes(),
 		factory.Storage().V1().CSINodes(), factory.Storage().V1().CSIDrivers(), factory.Storage().V1().VolumeAttachments(),
+		"",
 		false, time.Minute, false, DefaultTimerConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +39,10 @@ func TestRun(t *testing.T) {
 		adc.Run(ctx)
 	}()
 	name := plugins.AttachmentName("h1", "d", "n")
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testutil.WaitUntil(t, fmt.Sprintf("VolumeAttachment %s gone", name), func(ctx context.Context) (bool, error) {
 		_, err := client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
 	})
-	if err != nil {
-		t.Fatalf("no VolumeAttachment %s: %v", name, err)
-	}
 	if _, ok := factory.Core().V1().Pods().Informer().GetIndexer().GetIndexers()["pod-pvc-index"]; !ok {
 		t.Error("pod informer lacks the pod-pvc-index")
 	}

@@ -9,10 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 func hasCondition(pvc *v1.PersistentVolumeClaim, typ v1.PersistentVolumeClaimConditionType) bool {
@@ -217,7 +218,7 @@ func TestRun(t *testing.T) {
 	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Update(ctx, grown, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
+	testutil.WaitUntil(t, "PVC never annotated with an event", func(ctx context.Context) (bool, error) {
 		pvc, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
 		if err != nil || pvc.Annotations[VolumeResizerKey] != "pd.csi.storage.gke.io" {
 			return false, err
@@ -233,9 +234,6 @@ func TestRun(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("PVC never annotated with an event: %v", err)
-	}
 	cancel()
 	<-done
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/reference"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 )
 
@@ -50,7 +51,7 @@ func (ctrl *PersistentVolumeController) bind(ctx context.Context, volume *v1.Per
 // that differs from the volume. A volume not already pointing to the claim
 // is marked bound-by-controller.
 func boundVolume(volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, bool, error) {
-	markBoundByController := !isVolumeBoundToClaim(volume, claim)
+	markBoundByController := !storagehelpers.IsVolumeBoundToClaim(volume, claim)
 	clone := volume.DeepCopy()
 	changed := false
 	ref := volume.Spec.ClaimRef

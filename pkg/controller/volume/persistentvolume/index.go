@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 )
 
@@ -146,7 +147,7 @@ func (idx volumeIndex) findBestMatchForClaim(claim *v1.PersistentVolumeClaim, de
 // ignores topology) and access modes were already narrowed by the index.
 func findMatchingVolume(claim *v1.PersistentVolumeClaim, volumes []*v1.PersistentVolume, delayBinding bool) (*v1.PersistentVolume, error) {
 	requestedQty := claim.Spec.Resources.Requests[v1.ResourceStorage]
-	requestedClass := claimClass(claim)
+	requestedClass := storagehelpers.GetPersistentVolumeClaimClass(claim)
 	claimVAC := ptr.Deref(claim.Spec.VolumeAttributesClassName, "")
 
 	var selector labels.Selector
@@ -163,14 +164,14 @@ func findMatchingVolume(claim *v1.PersistentVolumeClaim, volumes []*v1.Persisten
 	// size match.
 	var smallest *v1.PersistentVolume
 	for _, volume := range volumes {
-		if volume.Spec.ClaimRef != nil && !isVolumeBoundToClaim(volume, claim) {
+		if volume.Spec.ClaimRef != nil && !storagehelpers.IsVolumeBoundToClaim(volume, claim) {
 			continue
 		}
 		volumeQty := volume.Spec.Capacity[v1.ResourceStorage]
 		if volumeQty.Cmp(requestedQty) < 0 {
 			continue
 		}
-		if volumeModeMismatch(&claim.Spec, &volume.Spec) {
+		if storagehelpers.CheckVolumeModeMismatches(&claim.Spec, &volume.Spec) {
 			continue
 		}
 		if ptr.Deref(volume.Spec.VolumeAttributesClassName, "") != claimVAC {
@@ -179,7 +180,7 @@ func findMatchingVolume(claim *v1.PersistentVolumeClaim, volumes []*v1.Persisten
 		if volume.DeletionTimestamp != nil {
 			continue
 		}
-		if isVolumeBoundToClaim(volume, claim) {
+		if storagehelpers.IsVolumeBoundToClaim(volume, claim) {
 			return volume, nil
 		}
 		if delayBinding {
@@ -193,7 +194,7 @@ func findMatchingVolume(claim *v1.PersistentVolumeClaim, volumes []*v1.Persisten
 		if selector != nil && !selector.Matches(labels.Set(volume.Labels)) {
 			continue
 		}
-		if volumeClass(volume) != requestedClass {
+		if storagehelpers.GetPersistentVolumeClass(volume) != requestedClass {
 			continue
 		}
 		if smallest == nil {
@@ -206,49 +207,6 @@ func findMatchingVolume(claim *v1.PersistentVolumeClaim, volumes []*v1.Persisten
 		}
 	}
 	return smallest, nil
-}
-
-// isVolumeBoundToClaim reports whether the volume's claimRef names the
-// claim (and, when the reference has a UID, this very instance of it).
-func isVolumeBoundToClaim(volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
-	ref := volume.Spec.ClaimRef
-	if ref == nil || ref.Name != claim.Name || ref.Namespace != claim.Namespace {
-		return false
-	}
-	return ref.UID == "" || ref.UID == claim.UID
-}
-
-// volumeModeMismatch compares volume modes, an unset mode meaning
-// Filesystem (an older apiserver may not have defaulted it).
-func volumeModeMismatch(claimSpec *v1.PersistentVolumeClaimSpec, volumeSpec *v1.PersistentVolumeSpec) bool {
-	want := ptr.Deref(claimSpec.VolumeMode, v1.PersistentVolumeFilesystem)
-	have := ptr.Deref(volumeSpec.VolumeMode, v1.PersistentVolumeFilesystem)
-	return want != have
-}
-
-// claimClass is the claim's StorageClass, the deprecated annotation first.
-func claimClass(claim *v1.PersistentVolumeClaim) string {
-	if class, ok := claim.Annotations[v1.BetaStorageClassAnnotation]; ok {
-		return class
-	}
-	return ptr.Deref(claim.Spec.StorageClassName, "")
-}
-
-// claimHasClass tells an explicit "" class (no dynamic provisioning) from
-// no class at all (the default class may still be assigned).
-func claimHasClass(claim *v1.PersistentVolumeClaim) bool {
-	if _, ok := claim.Annotations[v1.BetaStorageClassAnnotation]; ok {
-		return true
-	}
-	return claim.Spec.StorageClassName != nil
-}
-
-// volumeClass is the volume's StorageClass, the deprecated annotation first.
-func volumeClass(volume *v1.PersistentVolume) string {
-	if class, ok := volume.Annotations[v1.BetaStorageClassAnnotation]; ok {
-		return class
-	}
-	return volume.Spec.StorageClassName
 }
 
 func claimKey(claim *v1.PersistentVolumeClaim) string {

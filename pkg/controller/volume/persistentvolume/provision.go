@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/reference"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/persistentvolume/metrics"
@@ -60,7 +61,7 @@ func (ctrl *PersistentVolumeController) provisionClaim(ctx context.Context, clai
 // the claim, which the claim's next sync binds.
 func (ctrl *PersistentVolumeController) provisionClaimOperationExternal(ctx context.Context, claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass) (string, error) {
 	logger := klog.FromContext(ctx)
-	logger.V(4).Info("provisionClaimOperationExternal started", "PVC", klog.KObj(claim), "storageClassName", claimClass(claim))
+	logger.V(4).Info("provisionClaimOperationExternal started", "PVC", klog.KObj(claim), "storageClassName", storagehelpers.GetPersistentVolumeClaimClass(claim))
 	provisioner := class.Provisioner
 	if isMigratedPlugin(provisioner) {
 		driver, err := csiNameForInTreePlugin(provisioner)
@@ -90,7 +91,7 @@ func (ctrl *PersistentVolumeController) provisionClaimOperationExternal(ctx cont
 // saves its PV, pre-bound to the claim.
 func (ctrl *PersistentVolumeController) provisionClaimOperation(ctx context.Context, claim *v1.PersistentVolumeClaim, plugin provisionablePlugin, class *storagev1.StorageClass) (string, error) {
 	logger := klog.FromContext(ctx)
-	className := claimClass(claim)
+	className := storagehelpers.GetPersistentVolumeClaimClass(claim)
 	pluginName := plugin.name()
 	logger.V(4).Info("provisionClaimOperation started", "PVC", klog.KObj(claim), "storageClassName", className)
 
@@ -319,7 +320,7 @@ func provisionedVolumeName(claim *v1.PersistentVolumeClaim) string {
 // findProvisionablePlugin returns the in-tree plugin provisioning for the
 // claim's class, or nil (and no error) for an external provisioner.
 func (ctrl *PersistentVolumeController) findProvisionablePlugin(claim *v1.PersistentVolumeClaim) (provisionablePlugin, *storagev1.StorageClass, error) {
-	class, err := ctrl.classLister.Get(claimClass(claim))
+	class, err := ctrl.classLister.Get(storagehelpers.GetPersistentVolumeClaimClass(claim))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/persistentvolume/metrics"
@@ -325,7 +326,7 @@ func (ctrl *PersistentVolumeController) provisionerNameForVolume(volume *v1.Pers
 	if plugin != nil {
 		return plugin.name()
 	}
-	class, err := ctrl.classLister.Get(volumeClass(volume))
+	class, err := ctrl.classLister.Get(storagehelpers.GetPersistentVolumeClass(volume))
 	if err != nil {
 		return metrics.PluginNameNotAvailable
 	}

@@ -7,9 +7,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -45,7 +44,7 @@ func (ctrl *PersistentVolumeController) syncUnboundClaim(ctx context.Context, cl
 // syncUnboundClaimWithoutVolume handles a claim that takes any volume.
 func (ctrl *PersistentVolumeController) syncUnboundClaimWithoutVolume(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
-	delayBinding, err := ctrl.isDelayBindingMode(claim)
+	delayBinding, err := storagehelpers.IsDelayBindingMode(claim, ctrl.classLister)
 	if err != nil {
 		return err
 	}
@@ -82,12 +81,12 @@ func (ctrl *PersistentVolumeController) syncUnboundClaimWithoutVolume(ctx contex
 	}
 
 	switch {
-	case delayBinding && !isDelayBindingProvisioning(claim):
+	case delayBinding && !storagehelpers.IsDelayBindingProvisioning(claim):
 		// The scheduler has not picked a node yet.
 		if err := ctrl.emitEventForUnboundDelayBindingClaim(claim); err != nil {
 			return err
 		}
-	case claimClass(claim) != "":
+	case storagehelpers.GetPersistentVolumeClaimClass(claim) != "":
 		// Provisioning runs asynchronously and updates the claim itself;
 		// binding follows once the new volume shows up.
 		return ctrl.provisionClaim(ctx, claim)
@@ -131,7 +130,7 @@ func (ctrl *PersistentVolumeController) syncUnboundClaimWithVolume(ctx context.C
 		}
 		return ctrl.bind(ctx, volume, claim)
 
-	case isVolumeBoundToClaim(volume, claim):
+	case storagehelpers.IsVolumeBoundToClaim(volume, claim):
 		// The volume already points here (pre-bound, or the first half of
 		// our own binding): finish the binding.
 		logger.V(4).Info("Synchronizing unbound PersistentVolumeClaim, volume already bound, finishing the binding", "PVC", klog.KObj(claim))
@@ -204,46 +203,19 @@ func checkVolumeSatisfyClaim(volume *v1.PersistentVolume, claim *v1.PersistentVo
 	if capacity.Value() < requested.Value() {
 		return fmt.Errorf("requested PV is too small")
 	}
-	if volumeClass(volume) != claimClass(claim) {
+	if storagehelpers.GetPersistentVolumeClass(volume) != storagehelpers.GetPersistentVolumeClaimClass(claim) {
 		return fmt.Errorf("storageClassName does not match")
 	}
 	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != ptr.Deref(volume.Spec.VolumeAttributesClassName, "") {
 		return fmt.Errorf("volumeAttributesClassName does not match")
 	}
-	if volumeModeMismatch(&claim.Spec, &volume.Spec) {
+	if storagehelpers.CheckVolumeModeMismatches(&claim.Spec, &volume.Spec) {
 		return fmt.Errorf("incompatible volumeMode")
 	}
 	if !hasAllAccessModes(volume.Spec.AccessModes, claim.Spec.AccessModes) {
 		return fmt.Errorf("incompatible accessMode")
 	}
 	return nil
-}
-
-// isDelayBindingMode reports whether the claim's StorageClass waits for
-// the first consumer. A missing class binds immediately.
-func (ctrl *PersistentVolumeController) isDelayBindingMode(claim *v1.PersistentVolumeClaim) (bool, error) {
-	name := claimClass(claim)
-	if name == "" {
-		return false, nil
-	}
-	class, err := ctrl.classLister.Get(name)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	if class.VolumeBindingMode == nil {
-		return false, fmt.Errorf("VolumeBindingMode not set for StorageClass %q", name)
-	}
-	return *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer, nil
-}
-
-// isDelayBindingProvisioning reports whether the scheduler asked for the
-// claim to be provisioned (by choosing a node for it).
-func isDelayBindingProvisioning(claim *v1.PersistentVolumeClaim) bool {
-	_, ok := claim.Annotations[AnnSelectedNode]
-	return ok
 }
 
 // emitEventForUnboundDelayBindingClaim tells the user why a
@@ -317,7 +289,7 @@ func noneRunning(statuses []v1.ContainerStatus) bool {
 // updated the claim.
 func (ctrl *PersistentVolumeController) assignDefaultStorageClass(ctx context.Context, claim *v1.PersistentVolumeClaim) (bool, error) {
 	logger := klog.FromContext(ctx)
-	if claimHasClass(claim) {
+	if storagehelpers.PersistentVolumeClaimHasClass(claim) {
 		return false, nil
 	}
 	class, err := ctrl.defaultStorageClass()

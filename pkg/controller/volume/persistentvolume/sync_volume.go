@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 )
 
@@ -47,7 +48,7 @@ func (ctrl *PersistentVolumeController) syncVolume(ctx context.Context, volume *
 		return ctrl.releaseVolume(ctx, volume)
 
 	case claim.Spec.VolumeName == "":
-		if volumeModeMismatch(&claim.Spec, &volume.Spec) {
+		if storagehelpers.CheckVolumeModeMismatches(&claim.Spec, &volume.Spec) {
 			// The claim's sync never picks this volume, so say why here.
 			ctrl.eventRecorder.Event(volume, v1.EventTypeWarning, EventVolumeMismatch,
 				fmt.Sprintf("Cannot bind PersistentVolume to requested PersistentVolumeClaim %q due to incompatible volumeMode.", claim.Name))

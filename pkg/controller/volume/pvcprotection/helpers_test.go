@@ -148,11 +148,10 @@ func newFixture(t *testing.T, trackUnused bool, apiObjs, cacheObjs []runtime.Obj
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
 	podInformer := factory.Core().V1().Pods()
-	c, err := NewPVCProtectionController(logger, pvcInformer, podInformer, client)
+	c, err := NewPVCProtectionController(logger, pvcInformer, podInformer, client, Features{UnusedSinceTime: trackUnused})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.trackUnused = trackUnused
 	c.clock = clocktesting.NewFakePassiveClock(testNow)
 	c.queue = workqueue.NewTypedRateLimitingQueue[string](workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0))
 	t.Cleanup(c.queue.ShutDown)

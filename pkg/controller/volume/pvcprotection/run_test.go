@@ -2,20 +2,19 @@ package pvcprotection
 
 import (
 	"context"
+	"fmt"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
-	"github.com/kcmclone/kube-controller-manager/pkg/features"
 )
 
 func TestNewController(t *testing.T) {
@@ -24,8 +23,7 @@ func TestNewController(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	podInformer := factory.Core().V1().Pods()
-	c, err := NewPVCProtectionController(logger, factory.Core().V1().PersistentVolumeClaims(), podInformer, client)
-	if err != nil {
+	if _, err := NewPVCProtectionController(logger, factory.Core().V1().PersistentVolumeClaims(), podInformer, client, Features{UnusedSinceTime: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !recordedQueues.Has("pvcprotection") {
@@ -34,27 +32,29 @@ func TestNewController(t *testing.T) {
 	if _, ok := podInformer.Informer().GetIndexer().GetIndexers()[ephemeral.PodPVCIndex]; !ok {
 		t.Errorf("pod informer lacks the %s index", ephemeral.PodPVCIndex)
 	}
-	// PersistentVolumeClaimUnusedSinceTime is beta and on in v1.37.
-	if !c.trackUnused {
-		t.Error("Unused tracking is off by default")
-	}
 	// The ephemeral volume controller shares the pod informer and index.
 	if _, err := ephemeral.NewController(ctx, client, podInformer, factory.Core().V1().PersistentVolumeClaims()); err != nil {
 		t.Fatalf("second controller on the same pod informer: %v", err)
 	}
 }
 
-func TestUnusedTrackingFollowsGate(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PersistentVolumeClaimUnusedSinceTime, false)
-	logger, _ := ktesting.NewTestContext(t)
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewPVCProtectionController(logger, factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.trackUnused {
-		t.Error("Unused tracking is on with the gate off")
+// Features.UnusedSinceTime decides whether a bound PVC that no pod uses
+// gets the Unused condition.
+func TestUnusedTrackingFollowsFeatures(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprintf("UnusedSinceTime=%v", on), func(t *testing.T) {
+			pvc := bound(protected(newPVC(ns, "claim")))
+			f := newFixture(t, on, []runtime.Object{pvc}, []runtime.Object{pvc})
+			f.c.pvcAddedUpdated(f.logger, pvc)
+			f.drain()
+			got, err := f.client.CoreV1().PersistentVolumeClaims(ns).Get(f.ctx, "claim", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has := findCondition(got.Status.Conditions, conditionTypeUnused) != nil; has != on {
+				t.Errorf("Unused condition present = %v, want %v: %+v", has, on, got.Status.Conditions)
+			}
+		})
 	}
 }
 
@@ -95,7 +95,7 @@ func TestRun(t *testing.T) {
 	gone := deleting(protected(newPVC(ns, "gone")))
 	client := fake.NewClientset(plain, gone)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client)
+	c, err := NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client, Features{UnusedSinceTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ephemeralutil "k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/klog/v2"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/ephemeral"
@@ -119,7 +120,7 @@ func namesClaim(vol *v1.Volume, pvc *v1.PersistentVolumeClaim) bool {
 }
 
 func ownsEphemeralClaim(pod *v1.Pod, vol *v1.Volume, pvc *v1.PersistentVolumeClaim) bool {
-	return vol.Ephemeral != nil && ephemeral.VolumeClaimName(pod, vol) == pvc.Name && ephemeral.VolumeIsForPod(pod, pvc) == nil
+	return vol.Ephemeral != nil && ephemeralutil.VolumeClaimName(pod, vol) == pvc.Name && ephemeralutil.VolumeIsForPod(pod, pvc) == nil
 }
 
 // podIsShutDown reports whether the kubelet is done with the pod, or it was

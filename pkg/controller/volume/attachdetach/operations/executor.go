@@ -86,7 +86,7 @@ func (e *Executor) AttachVolume(ctx context.Context, v cache.VolumeToAttach, asw
 	return e.pending.start(k, AttachOperationName, func() error {
 		start := time.Now()
 		eventMsg, err := e.attach(ctx, logger, v, asw)
-		observe(metricPlugin, AttachOperationName, start, err)
+		observe(metricPlugin, AttachOperationName, start, err, v.Spec != nil && v.Spec.Migrated)
 		// A failure caused by shutting down is no news for the pods.
 		if eventMsg != "" && ctx.Err() == nil {
 			for _, pod := range v.ScheduledPods {
@@ -178,7 +178,7 @@ func (e *Executor) DetachVolume(ctx context.Context, v cache.AttachedVolume, ver
 			logger.Info(v.DetailedMessage("DetachVolume.Detach succeeded", ""))
 			asw.MarkVolumeAsDetached(v.VolumeName, v.NodeName)
 		}
-		observe(metricPlugin, DetachOperationName, start, err)
+		observe(metricPlugin, DetachOperationName, start, err, v.Spec != nil && v.Spec.Migrated)
 		return err
 	}, logFailure(logger, k))
 }
@@ -243,7 +243,7 @@ func (e *Executor) VerifyVolumesAreAttached(ctx context.Context, perNode map[typ
 					}
 				}
 			}
-			observe("<n/a>", VerifyOperationName, start, nil)
+			observe("<n/a>", VerifyOperationName, start, nil, false)
 			return nil
 		}, nil)
 	}

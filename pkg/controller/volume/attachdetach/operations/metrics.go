@@ -18,12 +18,12 @@ const (
 	VerifyOperationName = "verify_volumes_are_attached_per_node"
 )
 
-// observe records one operation, timed from start. Nothing here is ever
-// migrated: in-tree volumes are not translated to CSI.
-func observe(plugin, operation string, start time.Time, err error) {
+// observe records one operation, timed from start; migrated is whether
+// the volume is an in-tree source translated to CSI.
+func observe(plugin, operation string, start time.Time, err error, migrated bool) {
 	status := "success"
 	if err != nil {
 		status = "fail-unknown"
 	}
-	operationmetrics.StorageOperationDuration.WithLabelValues(plugin, operation, status, strconv.FormatBool(false)).Observe(time.Since(start).Seconds())
+	operationmetrics.StorageOperationDuration.WithLabelValues(plugin, operation, status, strconv.FormatBool(migrated)).Observe(time.Since(start).Seconds())
 }

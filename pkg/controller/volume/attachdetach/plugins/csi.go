@@ -181,13 +181,21 @@ func (p *CSI) Attach(ctx context.Context, spec *Spec, node types.NodeName) (stri
 		return "", errors.New(csiLogMsg("failed to get volume attachment from lister: %v", err))
 	}
 	if existing == nil {
-		pvName := spec.PersistentVolume.Name
+		var source storagev1.VolumeAttachmentSource
+		if spec.InlineVolumeSpecForCSIMigration {
+			// No PV object exists: the attacher reads the translated spec
+			// (access modes, mount options) from the attachment itself.
+			source.InlineVolumeSpec = &spec.PersistentVolume.Spec
+		} else {
+			pvName := spec.PersistentVolume.Name
+			source.PersistentVolumeName = &pvName
+		}
 		va := &storagev1.VolumeAttachment{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: storagev1.VolumeAttachmentSpec{
 				Attacher: src.Driver,
 				NodeName: string(node),
-				Source:   storagev1.VolumeAttachmentSource{PersistentVolumeName: &pvName},
+				Source:   source,
 			},
 		}
 		_, err := p.client.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{})

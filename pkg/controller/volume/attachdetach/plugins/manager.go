@@ -3,9 +3,14 @@ package plugins
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 )
 
 // Plugin is an attachable volume plugin, as seen from the controller.
@@ -28,14 +33,83 @@ type Plugin interface {
 	VolumesAreAttached(ctx context.Context, specs []*Spec, node types.NodeName) (map[*Spec]bool, error)
 }
 
+// ProbeEvent is a dynamically found plugin appearing, changing or (Remove)
+// going away.
+type ProbeEvent struct {
+	// Plugin is the new or changed plugin; nil when Remove.
+	Plugin Plugin
+	// Name is the plugin's name.
+	Name   string
+	Remove bool
+}
+
+// Prober finds the plugins installed at run time (FlexVolume drivers). It
+// is asked on every plugin lookup and reports only what changed since.
+type Prober interface {
+	Probe() ([]ProbeEvent, error)
+}
+
 // Manager finds the plugin for a volume.
 type Manager struct {
 	plugins []Plugin
+
+	mu     sync.Mutex
+	prober Prober
+	probed map[string]Plugin
 }
 
 // NewManager returns a manager over plugins, which must have distinct names.
 func NewManager(plugins ...Plugin) *Manager {
-	return &Manager{plugins: plugins}
+	return &Manager{plugins: plugins, probed: map[string]Plugin{}}
+}
+
+// SetProber adds the plugins prober finds, now and on later lookups.
+func (m *Manager) SetProber(logger klog.Logger, prober Prober) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.prober = prober
+	m.refreshLocked(logger)
+}
+
+// refreshLocked applies what the prober found; a plugin that fails to load
+// is skipped until it changes again.
+func (m *Manager) refreshLocked(logger klog.Logger) {
+	if m.prober == nil {
+		return
+	}
+	events, err := m.prober.Probe()
+	if err != nil {
+		logger.Error(err, "Error dynamically probing plugins")
+	}
+	for _, ev := range events {
+		if ev.Remove {
+			delete(m.probed, ev.Name)
+			continue
+		}
+		name := ev.Plugin.Name()
+		if errs := validation.IsQualifiedName(name); len(errs) != 0 {
+			logger.Error(fmt.Errorf("volume plugin has invalid name: %q: %s", name, strings.Join(errs, ";")),
+				"Error initializing dynamically probed plugin", "pluginName", name)
+			continue
+		}
+		logger.V(1).Info("Loaded volume plugin", "pluginName", name)
+		m.probed[name] = ev.Plugin
+	}
+}
+
+// all is the static plugins followed by the probed ones, by name.
+func (m *Manager) all() []Plugin {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refreshLocked(klog.TODO())
+	if len(m.probed) == 0 {
+		return m.plugins
+	}
+	out := slices.Clone(m.plugins)
+	for _, name := range slices.Sorted(maps.Keys(m.probed)) {
+		out = append(out, m.probed[name])
+	}
+	return out
 }
 
 // FindBySpec returns the single plugin supporting spec.
@@ -45,7 +119,7 @@ func (m *Manager) FindBySpec(spec *Spec) (Plugin, error) {
 	}
 	var match Plugin
 	var names []string
-	for _, p := range m.plugins {
+	for _, p := range m.all() {
 		if p.CanSupport(spec) {
 			match = p
 			names = append(names, p.Name())
@@ -97,7 +171,7 @@ func (m *Manager) FindDetachableBySpec(spec *Spec) (Plugin, error) {
 
 // FindByName returns the plugin called name.
 func (m *Manager) FindByName(name string) (Plugin, error) {
-	for _, p := range m.plugins {
+	for _, p := range m.all() {
 		if p.Name() == name {
 			return p, nil
 		}

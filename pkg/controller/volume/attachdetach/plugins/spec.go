@@ -1,8 +1,10 @@
 // Package plugins holds the volume plugins the attach/detach controller can
 // attach with: CSI (through VolumeAttachment objects handled by the
-// driver's external-attacher) and the iSCSI and Fibre Channel plugins, whose
+// driver's external-attacher), the iSCSI and Fibre Channel plugins, whose
 // controller-side attach is a no-op but which kubelets still expect to see
-// in node.status.volumesAttached. No other in-tree plugin is attachable.
+// in node.status.volumesAttached, and FlexVolume drivers found in the flex
+// volume plugin directory. In-tree sources with a CSI driver (GCE PD, AWS
+// EBS, ...) are translated to CSI first (see migration.go).
 package plugins
 
 import (
@@ -20,6 +22,13 @@ type Spec struct {
 	Volume           *v1.Volume
 	// ReadOnly is the claim reference's readOnly flag (PV specs only).
 	ReadOnly bool
+	// Migrated: PersistentVolume is the CSI translation of an in-tree
+	// source.
+	Migrated bool
+	// InlineVolumeSpecForCSIMigration: the translated source was a pod's
+	// inline volume, so no PV object exists; the VolumeAttachment carries
+	// the translated PV spec instead of a PV name.
+	InlineVolumeSpecForCSIMigration bool
 }
 
 // SpecFromPV wraps a PV. The caller must not share pv with an informer.

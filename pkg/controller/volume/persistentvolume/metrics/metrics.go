@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/volume/operationmetrics"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 )
 
@@ -151,7 +152,7 @@ func (c *countCollector) collectClaims(ch chan<- metrics.Metric) {
 		if !ok {
 			continue
 		}
-		d := dims{pvc.Namespace, claimClass(pvc), ptr.Deref(pvc.Spec.VolumeAttributesClassName, "")}
+		d := dims{pvc.Namespace, storagehelpers.GetPersistentVolumeClaimClass(pvc), ptr.Deref(pvc.Spec.VolumeAttributesClassName, "")}
 		if pvc.Status.Phase == v1.ClaimBound {
 			bound[d]++
 		} else {
@@ -164,14 +165,6 @@ func (c *countCollector) collectClaims(ch chan<- metrics.Metric) {
 	for d, n := range unbound {
 		ch <- metrics.NewLazyConstMetric(unboundPVCCountDesc, metrics.GaugeValue, float64(n), d.namespace, d.class, d.vac)
 	}
-}
-
-// claimClass is the claim's StorageClass, the deprecated annotation first.
-func claimClass(pvc *v1.PersistentVolumeClaim) string {
-	if class, ok := pvc.Annotations[v1.BetaStorageClassAnnotation]; ok {
-		return class
-	}
-	return ptr.Deref(pvc.Spec.StorageClassName, "")
 }
 
 // RecordRetroactiveStorageClassMetric counts an attempt to give a claim the

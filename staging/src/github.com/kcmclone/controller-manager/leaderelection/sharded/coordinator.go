@@ -177,6 +177,23 @@ func (c *Coordinator) Leading() []string {
 	return out
 }
 
+// Holders maps each unit to the identity holding its Lease as this
+// replica sees it ("" while free).
+func (c *Coordinator) Holders() map[string]string {
+	out := make(map[string]string, len(c.units))
+	for name, ur := range c.units {
+		ur.mu.Lock()
+		mine := ur.state == leading
+		ur.mu.Unlock()
+		if mine {
+			out[name] = c.cfg.Identity
+			continue
+		}
+		out[name], _ = c.tracker.state(ur.lease)
+	}
+	return out
+}
+
 func (c *Coordinator) unitNames() []string {
 	names := make([]string, 0, len(c.units))
 	for n := range c.units {

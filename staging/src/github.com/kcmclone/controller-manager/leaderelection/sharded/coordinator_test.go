@@ -137,3 +137,30 @@ func TestNewRejectsBadTimings(t *testing.T) {
 		t.Fatal("renew deadline above lease duration accepted")
 	}
 }
+
+func TestHoldersShowsWhoRunsEachUnit(t *testing.T) {
+	client := fake.NewClientset()
+	r := &running{now: map[string]map[string]bool{}, maxRun: map[string]int{}}
+	c, err := New(Config{Client: client, Namespace: "kube-system", Name: "kcm", Identity: "a",
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+		Units: []Unit{r.unit("u", "a")}, StopTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Holders(); len(h) != 1 || h["u"] != "" {
+		t.Fatalf("before running: %v, want u free", h)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return c.Holders()["u"] == "a", nil
+	})
+	if err != nil {
+		t.Fatalf("holders = %v, want u held by a", c.Holders())
+	}
+}
