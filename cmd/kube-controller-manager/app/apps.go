@@ -23,7 +23,7 @@ func newDeploymentController(ctx context.Context, cc ControllerContext, name str
 	if err != nil {
 		return nil, err
 	}
-	dc, err := deployment.NewDeploymentController(ctx,
+	dc, err := deployment.NewController(ctx,
 		cc.InformerFactory.Apps().V1().Deployments(),
 		cc.InformerFactory.Apps().V1().ReplicaSets(),
 		cc.InformerFactory.Core().V1().Pods(),
@@ -41,7 +41,7 @@ func newReplicaSetController(ctx context.Context, cc ControllerContext, name str
 	if err != nil {
 		return nil, err
 	}
-	rsc := replicaset.NewReplicaSetController(ctx,
+	rsc := replicaset.NewController(ctx,
 		cc.InformerFactory.Apps().V1().ReplicaSets(),
 		cc.InformerFactory.Core().V1().Pods(),
 		client, replicaset.BurstReplicas, replicaSetFeatures(defaultFeatureGate()))
@@ -55,7 +55,7 @@ func newStatefulSetController(ctx context.Context, cc ControllerContext, name st
 	if err != nil {
 		return nil, err
 	}
-	ssc := statefulset.NewStatefulSetController(ctx,
+	ssc := statefulset.NewController(ctx,
 		cc.InformerFactory.Core().V1().Pods(),
 		cc.InformerFactory.Apps().V1().StatefulSets(),
 		cc.InformerFactory.Core().V1().PersistentVolumeClaims(),
@@ -70,7 +70,7 @@ func newDaemonSetController(ctx context.Context, cc ControllerContext, name stri
 	if err != nil {
 		return nil, err
 	}
-	dsc, err := daemon.NewDaemonSetsController(ctx,
+	dsc, err := daemon.NewController(ctx,
 		cc.InformerFactory.Apps().V1().DaemonSets(),
 		cc.InformerFactory.Apps().V1().ControllerRevisions(),
 		cc.InformerFactory.Core().V1().Pods(),

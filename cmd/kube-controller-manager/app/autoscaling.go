@@ -32,7 +32,7 @@ func newHorizontalPodAutoscalerController(ctx context.Context, cc ControllerCont
 		return nil, fmt.Errorf("error creating metrics client: %w", err)
 	}
 	cfg := cc.ComponentConfig.HPAController
-	hc := podautoscaler.NewHorizontalController(ctx,
+	hc := podautoscaler.NewController(ctx,
 		client.CoreV1(), scales, client.AutoscalingV2(), cc.RESTMapper, metricsClient,
 		cc.InformerFactory.Autoscaling().V2().HorizontalPodAutoscalers(),
 		cc.InformerFactory.Core().V1().Pods(),

@@ -30,7 +30,7 @@ func newCronJobController(ctx context.Context, cc ControllerContext, name string
 	if err != nil {
 		return nil, err
 	}
-	cjc, err := cronjob.NewControllerV2(ctx, cc.InformerFactory.Batch().V1().Jobs(), cc.InformerFactory.Batch().V1().CronJobs(), client)
+	cjc, err := cronjob.NewController(ctx, cc.InformerFactory.Batch().V1().Jobs(), cc.InformerFactory.Batch().V1().CronJobs(), client)
 	if err != nil {
 		return nil, fmt.Errorf("creating CronJob controller V2: %w", err)
 	}

@@ -32,9 +32,9 @@ func newCSRSigningController(ctx context.Context, cc ControllerContext, name str
 		return nil, err
 	}
 	csrs := cc.InformerFactory.Certificates().V1().CertificateSigningRequests()
-	var loops []*signer.CSRSigningController
+	var loops []*signer.Controller
 	for _, f := range files {
-		c, err := signer.NewCSRSigningController(ctx, f.ControllerName, f.SignerName, client, csrs, f.CertFile, f.KeyFile, cfg.ClusterSigningDuration.Duration)
+		c, err := signer.NewController(ctx, f.ControllerName, f.SignerName, client, csrs, f.CertFile, f.KeyFile, cfg.ClusterSigningDuration.Duration)
 		if err != nil {
 			return nil, fmt.Errorf("failed to init %s certificate controller: %w", f.SignerName, err)
 		}
@@ -56,7 +56,7 @@ func newCSRApprovingController(ctx context.Context, cc ControllerContext, name s
 	if err != nil {
 		return nil, err
 	}
-	c := approver.NewCSRApprovingController(ctx, client, cc.InformerFactory.Certificates().V1().CertificateSigningRequests())
+	c := approver.NewController(ctx, client, cc.InformerFactory.Certificates().V1().CertificateSigningRequests())
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 5) }), nil
 }
 
@@ -65,7 +65,7 @@ func newCSRCleanerController(ctx context.Context, cc ControllerContext, name str
 	if err != nil {
 		return nil, err
 	}
-	c := cleaner.NewCSRCleanerController(client.CertificatesV1().CertificateSigningRequests(), cc.InformerFactory.Certificates().V1().CertificateSigningRequests())
+	c := cleaner.NewController(client.CertificatesV1().CertificateSigningRequests(), cc.InformerFactory.Certificates().V1().CertificateSigningRequests())
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
 }
 
@@ -74,7 +74,7 @@ func newPodCertificateRequestCleanerController(ctx context.Context, cc Controlle
 	if err != nil {
 		return nil, err
 	}
-	c := podcertificaterequestcleaner.NewPCRCleanerController(client,
+	c := podcertificaterequestcleaner.NewController(client,
 		cc.InformerFactory.Certificates().V1().PodCertificateRequests(), clock.RealClock{},
 		podcertificaterequestcleaner.DefaultThreshold, podcertificaterequestcleaner.DefaultPollingInterval)
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
@@ -122,7 +122,7 @@ func newRootCACertificatePublisherController(ctx context.Context, cc ControllerC
 	// Only kube-root-ca.crt matters; the shared factory would cache every
 	// ConfigMap's body.
 	cms := cc.FilteredInformerFactory("", "metadata.name="+rootcacertpublisher.RootCACertConfigMapName).Core().V1().ConfigMaps()
-	pub, err := rootcacertpublisher.NewPublisher(cms, cc.InformerFactory.Core().V1().Namespaces(), client, rootCA)
+	pub, err := rootcacertpublisher.NewController(cms, cc.InformerFactory.Core().V1().Namespaces(), client, rootCA)
 	if err != nil {
 		return nil, fmt.Errorf("error creating root CA certificate publisher: %w", err)
 	}

@@ -65,7 +65,7 @@ func newNodeIPAMController(ctx context.Context, cc ControllerContext, name strin
 	if err != nil {
 		return nil, err
 	}
-	c, err := nodeipam.NewNodeIpamController(ctx, cc.InformerFactory.Core().V1().Nodes(), client, cfg)
+	c, err := nodeipam.NewController(ctx, cc.InformerFactory.Core().V1().Nodes(), client, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func newNodeLifecycleController(ctx context.Context, cc ControllerContext, name 
 	}
 	cfg := cc.ComponentConfig.NodeLifecycleController
 	f := cc.InformerFactory
-	nlc, err := nodelifecycle.NewNodeLifecycleController(ctx,
+	nlc, err := nodelifecycle.NewController(ctx,
 		f.Coordination().V1().Leases(), f.Core().V1().Pods(), f.Core().V1().Nodes(), f.Apps().V1().DaemonSets(), client,
 		cfg.NodeMonitorPeriod.Duration, cfg.NodeStartupGracePeriod.Duration, cfg.NodeMonitorGracePeriod.Duration,
 		cfg.NodeEvictionRate, cfg.SecondaryNodeEvictionRate, cfg.LargeClusterSizeThreshold, cfg.UnhealthyZoneThreshold,
@@ -107,7 +107,7 @@ func newTaintEvictionController(ctx context.Context, cc ControllerContext, name 
 	if err != nil {
 		return nil, err
 	}
-	tec, err := tainteviction.New(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), name,
+	tec, err := tainteviction.NewController(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), name,
 		defaultFeatureGate().Enabled(features.TaintTolerationComparisonOperators))
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func newAttachDetachController(ctx context.Context, cc ControllerContext, name s
 	}
 	cfg := cc.ComponentConfig.AttachDetachController
 	core, storage := cc.InformerFactory.Core().V1(), cc.InformerFactory.Storage().V1()
-	c, err := attachdetach.NewAttachDetachController(ctx, client,
+	c, err := attachdetach.NewController(ctx, client,
 		core.Pods(), core.Nodes(), core.PersistentVolumeClaims(), core.PersistentVolumes(),
 		storage.CSINodes(), storage.CSIDrivers(), storage.VolumeAttachments(),
 		cc.ComponentConfig.PersistentVolumeBinderController.VolumeConfiguration.FlexVolumePluginDir,
@@ -172,7 +172,7 @@ func newPersistentVolumeExpanderController(ctx context.Context, cc ControllerCon
 	if err != nil {
 		return nil, err
 	}
-	c, err := expand.NewExpandController(ctx, client, cc.InformerFactory.Core().V1().PersistentVolumeClaims())
+	c, err := expand.NewController(ctx, client, cc.InformerFactory.Core().V1().PersistentVolumeClaims())
 	if err != nil {
 		return nil, fmt.Errorf("failed to init volume expand controller: %w", err)
 	}
@@ -199,7 +199,7 @@ func newEndpointsController(ctx context.Context, cc ControllerContext, name stri
 	}
 	cfg := cc.ComponentConfig.EndpointController
 	f := cc.InformerFactory
-	ec := endpoint.NewEndpointController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(),
+	ec := endpoint.NewController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(),
 		client, cfg.EndpointUpdatesBatchPeriod.Duration)
 	workers := int(cfg.ConcurrentEndpointSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { ec.Run(ctx, workers) }), nil
@@ -210,7 +210,7 @@ func newReplicationController(ctx context.Context, cc ControllerContext, name st
 	if err != nil {
 		return nil, err
 	}
-	rm := replication.NewReplicationManager(ctx,
+	rm := replication.NewController(ctx,
 		cc.InformerFactory.Core().V1().Pods(),
 		cc.InformerFactory.Core().V1().ReplicationControllers(),
 		client, replicaset.BurstReplicas, replicationFeatures(defaultFeatureGate()))
@@ -228,7 +228,7 @@ func newPodGarbageCollectorController(ctx context.Context, cc ControllerContext,
 	if err != nil {
 		return nil, err
 	}
-	gc := podgc.NewPodGC(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(),
+	gc := podgc.NewController(ctx, client, cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(),
 		int(cc.ComponentConfig.PodGCController.TerminatedPodGCThreshold))
 	return newControllerLoop(name, gc.Run), nil
 }
@@ -292,7 +292,7 @@ func newNamespaceController(ctx context.Context, cc ControllerContext, name stri
 		return nil, err
 	}
 	nsCfg := cc.ComponentConfig.NamespaceController
-	nc := namespace.NewNamespaceController(ctx, client, metadataClient,
+	nc := namespace.NewController(ctx, client, metadataClient,
 		client.Discovery().ServerPreferredNamespacedResources,
 		cc.InformerFactory.Core().V1().Namespaces(),
 		nsCfg.NamespaceSyncPeriod.Duration, v1.FinalizerKubernetes)
@@ -320,7 +320,7 @@ func newTTLController(ctx context.Context, cc ControllerContext, name string) (C
 	if err != nil {
 		return nil, err
 	}
-	c := ttl.NewTTLController(ctx, cc.InformerFactory.Core().V1().Nodes(), client)
+	c := ttl.NewController(ctx, cc.InformerFactory.Core().V1().Nodes(), client)
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 5) }), nil
 }
 
@@ -382,7 +382,7 @@ func newPVCProtectionController(ctx context.Context, cc ControllerContext, name 
 	if err != nil {
 		return nil, err
 	}
-	c, err := pvcprotection.NewPVCProtectionController(klog.FromContext(ctx),
+	c, err := pvcprotection.NewController(klog.FromContext(ctx),
 		cc.InformerFactory.Core().V1().PersistentVolumeClaims(), cc.InformerFactory.Core().V1().Pods(), client,
 		pvcProtectionFeatures(defaultFeatureGate()))
 	if err != nil {
@@ -400,7 +400,7 @@ func newPVProtectionController(ctx context.Context, cc ControllerContext, name s
 	if err != nil {
 		return nil, err
 	}
-	c := pvprotection.NewPVProtectionController(klog.FromContext(ctx), cc.InformerFactory.Core().V1().PersistentVolumes(), client)
+	c := pvprotection.NewController(klog.FromContext(ctx), cc.InformerFactory.Core().V1().PersistentVolumes(), client)
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 1) }), nil
 }
 
@@ -409,7 +409,7 @@ func newVACProtectionController(ctx context.Context, cc ControllerContext, name 
 	if err != nil {
 		return nil, err
 	}
-	c, err := vacprotection.NewVACProtectionController(klog.FromContext(ctx), client,
+	c, err := vacprotection.NewController(klog.FromContext(ctx), client,
 		cc.InformerFactory.Core().V1().PersistentVolumeClaims(),
 		cc.InformerFactory.Core().V1().PersistentVolumes(),
 		cc.InformerFactory.Storage().V1().VolumeAttributesClasses())
@@ -424,7 +424,7 @@ func newTTLAfterFinishedController(ctx context.Context, cc ControllerContext, na
 	if err != nil {
 		return nil, err
 	}
-	tc := ttlafterfinished.New(ctx, cc.InformerFactory.Batch().V1().Jobs(), client)
+	tc := ttlafterfinished.NewController(ctx, cc.InformerFactory.Batch().V1().Jobs(), client)
 	workers := int(cc.ComponentConfig.TTLAfterFinishedController.ConcurrentTTLSyncs)
 	return newControllerLoop(name, func(ctx context.Context) { tc.Run(ctx, workers) }), nil
 }
@@ -435,7 +435,7 @@ func newLegacySATokenCleanerController(ctx context.Context, cc ControllerContext
 		return nil, err
 	}
 	tokens := cc.FilteredInformerFactory("", "type="+string(v1.SecretTypeServiceAccountToken)).Core().V1().Secrets()
-	c, err := legacytokencleaner.NewLegacySATokenCleaner(
+	c, err := legacytokencleaner.NewController(
 		cc.InformerFactory.Core().V1().ServiceAccounts(), tokens, cc.InformerFactory.Core().V1().Pods(),
 		client, clock.RealClock{}, legacytokencleaner.LegacySATokenCleanerOptions{
 			CleanUpPeriod: cc.ComponentConfig.LegacySATokenCleaner.CleanUpPeriod.Duration,
@@ -452,7 +452,7 @@ func newStorageVersionGarbageCollectorController(ctx context.Context, cc Control
 	if err != nil {
 		return nil, err
 	}
-	c, err := storageversiongc.NewStorageVersionGC(ctx, client,
+	c, err := storageversiongc.NewController(ctx, client,
 		cc.InformerFactory.Coordination().V1().Leases(),
 		cc.InformerFactory.Internal().V1alpha1().StorageVersions())
 	if err != nil {

@@ -25,7 +25,7 @@ func newDisruptionController(ctx context.Context, cc ControllerContext, name str
 	if err != nil {
 		return nil, fmt.Errorf("error creating scale client: %w", err)
 	}
-	dc := disruption.NewDisruptionController(ctx,
+	dc := disruption.NewController(ctx,
 		cc.InformerFactory.Core().V1().Pods(),
 		cc.InformerFactory.Policy().V1().PodDisruptionBudgets(),
 		cc.InformerFactory.Core().V1().ReplicationControllers(),

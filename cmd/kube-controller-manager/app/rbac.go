@@ -11,6 +11,6 @@ func newClusterRoleAggregationController(ctx context.Context, cc ControllerConte
 	if err != nil {
 		return nil, err
 	}
-	c := clusterroleaggregation.NewClusterRoleAggregation(cc.InformerFactory.Rbac().V1().ClusterRoles(), client.RbacV1())
+	c := clusterroleaggregation.NewController(cc.InformerFactory.Rbac().V1().ClusterRoles(), client.RbacV1())
 	return newControllerLoop(name, func(ctx context.Context) { c.Run(ctx, 5) }), nil
 }

@@ -58,7 +58,7 @@ func newDeviceTaintEvictionController(ctx context.Context, cc ControllerContext,
 	if !gates.DeviceTaintRules {
 		rules = nil
 	}
-	c := devicetainteviction.New(client, cc.InformerFactory.Core().V1().Pods(),
+	c := devicetainteviction.NewController(client, cc.InformerFactory.Core().V1().Pods(),
 		resource.ResourceClaims(), resource.ResourceSlices(), rules, resource.DeviceClasses(),
 		controllerName, gates)
 	workers := int(cc.ComponentConfig.DeviceTaintEvictionController.ConcurrentSyncs)

@@ -15,7 +15,7 @@ func newPodGroupProtectionController(ctx context.Context, cc ControllerContext, 
 	if err != nil {
 		return nil, err
 	}
-	c, err := podgroupprotection.NewPodGroupProtectionController(klog.FromContext(ctx),
+	c, err := podgroupprotection.NewController(klog.FromContext(ctx),
 		cc.InformerFactory.Scheduling().V1beta1().PodGroups(),
 		cc.InformerFactory.Core().V1().Pods(),
 		client)

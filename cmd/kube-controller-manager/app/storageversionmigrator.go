@@ -63,7 +63,7 @@ func newStorageVersionMigratorController(ctx context.Context, cc ControllerConte
 	monitors := svm.NewMetadataMonitors(ctx, discoveryClient, cc.MetadataInformerFactory, ignored, cc.InformersStarted)
 	informer := cc.InformerFactory.Storagemigration().V1().StorageVersionMigrations()
 	loops := []func(context.Context){
-		svm.NewSVMController(ctx, client, dynamicClient, informer, name, cc.RESTMapper, monitors).Run,
+		svm.NewController(ctx, client, dynamicClient, informer, name, cc.RESTMapper, monitors).Run,
 		svm.NewResourceVersionController(ctx, client, discoveryClient, metadataClient, informer, cc.RESTMapper).Run,
 		svm.NewCustomResourceController(ctx, client, informer, dynamicClient).Run,
 	}

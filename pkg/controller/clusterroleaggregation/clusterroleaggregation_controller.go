@@ -33,9 +33,9 @@ const (
 	FieldManager = "clusterrole-aggregation-controller"
 )
 
-// ClusterRoleAggregationController fills aggregated ClusterRoles. Its queue
+// Controller fills aggregated ClusterRoles. Its queue
 // holds the names of ClusterRoles that have an aggregationRule.
-type ClusterRoleAggregationController struct {
+type Controller struct {
 	clusterRoleClient  rbacclient.ClusterRolesGetter
 	clusterRoleLister  rbaclisters.ClusterRoleLister
 	clusterRolesSynced cache.InformerSynced
@@ -47,9 +47,9 @@ type ClusterRoleAggregationController struct {
 	syncHandler func(ctx context.Context, key string) error
 }
 
-// NewClusterRoleAggregation wires the controller to the ClusterRole informer.
-func NewClusterRoleAggregation(clusterRoleInformer rbacinformers.ClusterRoleInformer, clusterRoleClient rbacclient.ClusterRolesGetter) *ClusterRoleAggregationController {
-	c := &ClusterRoleAggregationController{
+// NewController wires the controller to the ClusterRole informer.
+func NewController(clusterRoleInformer rbacinformers.ClusterRoleInformer, clusterRoleClient rbacclient.ClusterRolesGetter) *Controller {
+	c := &Controller{
 		clusterRoleClient:  clusterRoleClient,
 		clusterRoleLister:  clusterRoleInformer.Lister(),
 		clusterRolesSynced: clusterRoleInformer.Informer().HasSynced,
@@ -75,13 +75,13 @@ func NewClusterRoleAggregation(clusterRoleInformer rbacinformers.ClusterRoleInfo
 
 // Run waits for the cache and aggregates with workers goroutines until ctx
 // is cancelled. The controller manager runs five workers.
-func (c *ClusterRoleAggregationController) Run(ctx context.Context, workers int) {
+func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	c.loop.Run(ctx, workers, c.clusterRolesSynced)
 }
 
 // enqueueAll queues every ClusterRole that has an aggregationRule.
-func (c *ClusterRoleAggregationController) enqueueAll() {
+func (c *Controller) enqueueAll() {
 	roles, err := c.clusterRoleLister.List(labels.Everything())
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("listing ClusterRoles: %w", err))
@@ -97,7 +97,7 @@ func (c *ClusterRoleAggregationController) enqueueAll() {
 
 // syncClusterRole recomputes the rules of one aggregated ClusterRole from
 // the cache and applies them when they differ from what it holds.
-func (c *ClusterRoleAggregationController) syncClusterRole(ctx context.Context, key string) error {
+func (c *Controller) syncClusterRole(ctx context.Context, key string) error {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func (c *ClusterRoleAggregationController) syncClusterRole(ctx context.Context, 
 // in order, keeping only the first occurrence of each distinct rule. The
 // result is never nil, so an aggregated role with nothing to aggregate is
 // written with an empty rule list.
-func (c *ClusterRoleAggregationController) aggregatedRules(role *rbacv1.ClusterRole) ([]rbacv1.PolicyRule, error) {
+func (c *Controller) aggregatedRules(role *rbacv1.ClusterRole) ([]rbacv1.PolicyRule, error) {
 	rules := []rbacv1.PolicyRule{}
 	for i := range role.AggregationRule.ClusterRoleSelectors {
 		selector, err := metav1.LabelSelectorAsSelector(&role.AggregationRule.ClusterRoleSelectors[i])
@@ -166,7 +166,7 @@ func containsRule(rules []rbacv1.PolicyRule, rule rbacv1.PolicyRule) bool {
 
 // applyRules writes the rules with server-side apply, forcing ownership of
 // the rules field to FieldManager.
-func (c *ClusterRoleAggregationController) applyRules(ctx context.Context, name string, rules []rbacv1.PolicyRule) error {
+func (c *Controller) applyRules(ctx context.Context, name string, rules []rbacv1.PolicyRule) error {
 	cfg := rbacv1ac.ClusterRole(name).WithRules(policyRuleConfigs(rules)...)
 	_, err := c.clusterRoleClient.ClusterRoles().Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	return err

@@ -122,7 +122,7 @@ func TestSyncClusterRole(t *testing.T) {
 			client.PrependReactor("patch", "clusterroles", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, nil
 			})
-			c := &ClusterRoleAggregationController{
+			c := &Controller{
 				clusterRoleClient: client.RbacV1(),
 				clusterRoleLister: rbaclisters.NewClusterRoleLister(indexer),
 			}
@@ -170,7 +170,7 @@ func TestApplyOptions(t *testing.T) {
 		opts = a.(clienttesting.PatchActionImpl).PatchOptions
 		return true, nil, nil
 	})
-	c := &ClusterRoleAggregationController{clusterRoleClient: client.RbacV1()}
+	c := &Controller{clusterRoleClient: client.RbacV1()}
 	if err := c.applyRules(context.Background(), "x", []rbacv1.PolicyRule{rule("get", "pods")}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestEventsEnqueueOnlyAggregatedRoles(t *testing.T) {
 		aggregated("agg2", []map[string]string{{"x": "y"}}, nil),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), client.RbacV1())
+	c := NewController(factory.Rbac().V1().ClusterRoles(), client.RbacV1())
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	defer func() {
@@ -223,7 +223,7 @@ func TestRunAggregates(t *testing.T) {
 		return true, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), client.RbacV1())
+	c := NewController(factory.Rbac().V1().ClusterRoles(), client.RbacV1())
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	done := make(chan struct{})

@@ -43,8 +43,8 @@ var controllerKind = batchv1.SchemeGroupVersion.WithKind("CronJob")
 // after, never just before, the scheduled time.
 var nextScheduleDelta = 100 * time.Millisecond
 
-// ControllerV2 is the CronJob controller.
-type ControllerV2 struct {
+// Controller is the CronJob controller.
+type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	kubeClient  clientset.Interface
@@ -61,18 +61,18 @@ type ControllerV2 struct {
 	clock clock.PassiveClock
 }
 
-// NewControllerV2 returns a CronJob controller; start it with Run.
-func NewControllerV2(ctx context.Context, jobInformer batchinformers.JobInformer, cronJobsInformer batchinformers.CronJobInformer, kubeClient clientset.Interface) (*ControllerV2, error) {
-	return NewControllerV2WithClock(ctx, jobInformer, cronJobsInformer, kubeClient, clock.RealClock{})
+// NewController returns a CronJob controller; start it with Run.
+func NewController(ctx context.Context, jobInformer batchinformers.JobInformer, cronJobsInformer batchinformers.CronJobInformer, kubeClient clientset.Interface) (*Controller, error) {
+	return NewControllerWithClock(ctx, jobInformer, cronJobsInformer, kubeClient, clock.RealClock{})
 }
 
-// NewControllerV2WithClock is NewControllerV2 with the source of the
+// NewControllerWithClock is NewController with the source of the
 // current time injected. It exists for tests; schedules are evaluated
 // against clk while requeue delays elapse in real time.
-func NewControllerV2WithClock(ctx context.Context, jobInformer batchinformers.JobInformer, cronJobsInformer batchinformers.CronJobInformer, kubeClient clientset.Interface, clk clock.PassiveClock) (*ControllerV2, error) {
+func NewControllerWithClock(ctx context.Context, jobInformer batchinformers.JobInformer, cronJobsInformer batchinformers.CronJobInformer, kubeClient clientset.Interface, clk clock.PassiveClock) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, "cronjob-controller")
-	jm := &ControllerV2{
+	jm := &Controller{
 		queue:               controller.NewNamedQueue(queueName),
 		kubeClient:          kubeClient,
 		broadcaster:         broadcaster,
@@ -120,7 +120,7 @@ func jobOwnerUID(obj interface{}) ([]string, error) {
 
 // Run sends events, waits for the caches, then runs workers until ctx is
 // cancelled.
-func (jm *ControllerV2) Run(ctx context.Context, workers int) {
+func (jm *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stopEvents := controller.StartEventSink(jm.broadcaster, jm.kubeClient)
 	defer stopEvents()
@@ -139,7 +139,7 @@ func (jm *ControllerV2) Run(ctx context.Context, workers int) {
 
 // syncKey adapts sync to the shared work loop: a requested requeue is
 // scheduled here, and the loop then forgets the key's failures.
-func (jm *ControllerV2) syncKey(ctx context.Context, key string) error {
+func (jm *Controller) syncKey(ctx context.Context, key string) error {
 	requeueAfter, err := jm.sync(ctx, key)
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func (jm *ControllerV2) syncKey(ctx context.Context, key string) error {
 
 // resolveControllerRef returns the CronJob ref points to, if it still
 // exists with that UID.
-func (jm *ControllerV2) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *batchv1.CronJob {
+func (jm *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *batchv1.CronJob {
 	if ref.Kind != controllerKind.Kind {
 		return nil
 	}
@@ -163,7 +163,7 @@ func (jm *ControllerV2) resolveControllerRef(namespace string, ref *metav1.Owner
 	return cj
 }
 
-func (jm *ControllerV2) addJob(obj interface{}) {
+func (jm *Controller) addJob(obj interface{}) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
 		return
@@ -179,7 +179,7 @@ func (jm *ControllerV2) addJob(obj interface{}) {
 	}
 }
 
-func (jm *ControllerV2) updateJob(old, cur interface{}) {
+func (jm *Controller) updateJob(old, cur interface{}) {
 	oldJob, ok1 := old.(*batchv1.Job)
 	curJob, ok2 := cur.(*batchv1.Job)
 	if !ok1 || !ok2 || curJob.ResourceVersion == oldJob.ResourceVersion {
@@ -198,7 +198,7 @@ func (jm *ControllerV2) updateJob(old, cur interface{}) {
 	}
 }
 
-func (jm *ControllerV2) deleteJob(obj interface{}) {
+func (jm *Controller) deleteJob(obj interface{}) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
 		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
@@ -221,7 +221,7 @@ func (jm *ControllerV2) deleteJob(obj interface{}) {
 	}
 }
 
-func (jm *ControllerV2) enqueue(obj interface{}) {
+func (jm *Controller) enqueue(obj interface{}) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -230,7 +230,7 @@ func (jm *ControllerV2) enqueue(obj interface{}) {
 	jm.queue.Add(key)
 }
 
-func (jm *ControllerV2) enqueueAfter(obj interface{}, d time.Duration) {
+func (jm *Controller) enqueueAfter(obj interface{}, d time.Duration) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -241,7 +241,7 @@ func (jm *ControllerV2) enqueueAfter(obj interface{}, d time.Duration) {
 
 // updateCronJob requeues a CronJob for its next scheduled time when its
 // schedule or time zone changed, and at once otherwise.
-func (jm *ControllerV2) updateCronJob(logger klog.Logger, old, cur interface{}) {
+func (jm *Controller) updateCronJob(logger klog.Logger, old, cur interface{}) {
 	oldCJ, ok1 := old.(*batchv1.CronJob)
 	newCJ, ok2 := cur.(*batchv1.CronJob)
 	if !ok1 || !ok2 {

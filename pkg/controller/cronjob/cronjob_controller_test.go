@@ -87,7 +87,7 @@ func activeRef(j *batchv1.Job) corev1.ObjectReference {
 }
 
 type fixture struct {
-	jm     *ControllerV2
+	jm     *Controller
 	client *fake.Clientset
 	rec    *record.FakeRecorder
 	clk    *clocktesting.FakePassiveClock
@@ -98,7 +98,7 @@ func newFixture(t *testing.T, now time.Time, cj *batchv1.CronJob, jobs ...*batch
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clk := clocktesting.NewFakePassiveClock(now)
-	jm, err := NewControllerV2WithClock(context.Background(), factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), client, clk)
+	jm, err := NewControllerWithClock(context.Background(), factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), client, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +649,7 @@ func TestRunRequeuesAtNextSchedule(t *testing.T) {
 	client := fake.NewClientset(cj)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clk := clocktesting.NewFakeClock(due.Add(-500 * time.Millisecond))
-	jm, err := NewControllerV2WithClock(context.Background(), factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), client, clk)
+	jm, err := NewControllerWithClock(context.Background(), factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), client, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // sync reconciles one CronJob. It returns when to look at it again (just
 // after its next start time), or nil when only a change to the CronJob or
 // its Jobs can make a difference (deleted, suspended, invalid schedule).
-func (jm *ControllerV2) sync(ctx context.Context, key string) (*time.Duration, error) {
+func (jm *Controller) sync(ctx context.Context, key string) (*time.Duration, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (jm *ControllerV2) sync(ctx context.Context, key string) (*time.Duration, e
 }
 
 // jobsOf returns the Jobs the CronJob controls, from the cache.
-func (jm *ControllerV2) jobsOf(cj *batchv1.CronJob) ([]*batchv1.Job, error) {
+func (jm *Controller) jobsOf(cj *batchv1.CronJob) ([]*batchv1.Job, error) {
 	objs, err := jm.jobIndexer.ByIndex(jobOwnerUIDIndex, string(cj.UID))
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func (jm *ControllerV2) jobsOf(cj *batchv1.CronJob) ([]*batchv1.Job, error) {
 
 // syncCronJob brings cj's status up to date with its Jobs and starts the
 // Job due now, if any. It reports whether the status changed.
-func (jm *ControllerV2) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job) (*time.Duration, bool, error) {
+func (jm *Controller) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job) (*time.Duration, bool, error) {
 	logger := klog.FromContext(ctx)
 	now := jm.clock.Now()
 	updated := false
@@ -267,7 +267,7 @@ func (jm *ControllerV2) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jo
 // cleanupFinishedJobs deletes the oldest finished Jobs beyond
 // successfulJobsHistoryLimit and failedJobsHistoryLimit. It reports
 // whether the status changed.
-func (jm *ControllerV2) cleanupFinishedJobs(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job) bool {
+func (jm *Controller) cleanupFinishedJobs(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job) bool {
 	if cj.Spec.SuccessfulJobsHistoryLimit == nil && cj.Spec.FailedJobsHistoryLimit == nil {
 		return false
 	}
@@ -290,7 +290,7 @@ func (jm *ControllerV2) cleanupFinishedJobs(ctx context.Context, cj *batchv1.Cro
 	return updated
 }
 
-func (jm *ControllerV2) removeOldestJobs(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job, keep int32) bool {
+func (jm *Controller) removeOldestJobs(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job, keep int32) bool {
 	n := len(jobs) - int(keep)
 	if n <= 0 {
 		return false
@@ -311,7 +311,7 @@ func (jm *ControllerV2) removeOldestJobs(ctx context.Context, cj *batchv1.CronJo
 
 // reapJob deletes a Job (its pods in the background) and drops it from
 // the active list, with an event either way.
-func (jm *ControllerV2) reapJob(ctx context.Context, cj *batchv1.CronJob, job *batchv1.Job) bool {
+func (jm *Controller) reapJob(ctx context.Context, cj *batchv1.CronJob, job *batchv1.Job) bool {
 	err := jm.kubeClient.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name,
 		metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 	if err != nil {

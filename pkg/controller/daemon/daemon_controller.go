@@ -85,8 +85,8 @@ var (
 	podResource       = schema.GroupResource{Resource: "pods"}
 )
 
-// DaemonSetsController keeps DaemonSets' pods on their nodes.
-type DaemonSetsController struct {
+// Controller keeps DaemonSets' pods on their nodes.
+type Controller struct {
 	kubeClient       clientset.Interface
 	eventBroadcaster record.EventBroadcaster
 	eventRecorder    record.EventRecorder
@@ -128,9 +128,9 @@ type DaemonSetsController struct {
 	syncHandler func(ctx context.Context, key string) error
 }
 
-// NewDaemonSetsController wires the controller to its informers; start it
+// NewController wires the controller to its informers; start it
 // with Run. failedPodsBackoff is normally flowcontrol.NewBackOff(1s, 15m).
-func NewDaemonSetsController(
+func NewController(
 	ctx context.Context,
 	daemonSetInformer appsinformers.DaemonSetInformer,
 	historyInformer appsinformers.ControllerRevisionInformer,
@@ -139,12 +139,12 @@ func NewDaemonSetsController(
 	kubeClient clientset.Interface,
 	failedPodsBackoff *flowcontrol.Backoff,
 	features Features,
-) (*DaemonSetsController, error) {
+) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	registerMetrics()
 	broadcaster, recorder := controller.NewEventRecorder(ctx, "daemonset-controller")
 
-	dsc := &DaemonSetsController{
+	dsc := &Controller{
 		kubeClient:          kubeClient,
 		eventBroadcaster:    broadcaster,
 		eventRecorder:       recorder,
@@ -223,7 +223,7 @@ func NewDaemonSetsController(
 
 // Run sends events, waits for the caches, then syncs DaemonSets and node
 // changes with workers goroutines each until ctx is cancelled.
-func (dsc *DaemonSetsController) Run(ctx context.Context, workers int) {
+func (dsc *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stopEvents := controller.StartEventSink(dsc.eventBroadcaster, dsc.kubeClient)
 	defer stopEvents()
@@ -245,18 +245,18 @@ func (dsc *DaemonSetsController) Run(ctx context.Context, workers int) {
 }
 
 // podWritten records a pod write for the consistency check.
-func (dsc *DaemonSetsController) podWritten(pod *v1.Pod, ref *metav1.OwnerReference) {
+func (dsc *Controller) podWritten(pod *v1.Pod, ref *metav1.OwnerReference) {
 	if ref == nil {
 		return
 	}
 	dsc.consistency.WroteAt(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, ref.UID, podResource, pod.ResourceVersion)
 }
 
-func (dsc *DaemonSetsController) now() time.Time {
+func (dsc *Controller) now() time.Time {
 	return dsc.failedPodsBackoff.Clock.Now()
 }
 
-func (dsc *DaemonSetsController) enqueue(ds *apps.DaemonSet) {
+func (dsc *Controller) enqueue(ds *apps.DaemonSet) {
 	key, err := controller.KeyFunc(ds)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %w", ds, err))
@@ -265,7 +265,7 @@ func (dsc *DaemonSetsController) enqueue(ds *apps.DaemonSet) {
 	dsc.queue.Add(key)
 }
 
-func (dsc *DaemonSetsController) enqueueAfter(ds *apps.DaemonSet, after time.Duration) {
+func (dsc *Controller) enqueueAfter(ds *apps.DaemonSet, after time.Duration) {
 	key, err := controller.KeyFunc(ds)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %w", ds, err))

@@ -57,7 +57,7 @@ type fixture struct {
 	ctx      context.Context
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
-	dsc      *DaemonSetsController
+	dsc      *Controller
 	pc       *testutil.FakePodControl
 	recorder *record.FakeRecorder
 	clock    *testingclock.FakeClock
@@ -78,7 +78,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	clk := testingclock.NewFakeClock(testStart)
-	dsc, err := NewDaemonSetsController(ctx,
+	dsc, err := NewController(ctx,
 		factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client,
 		flowcontrol.NewFakeBackOff(time.Second, 15*time.Minute, clk), v137Features)

@@ -20,7 +20,7 @@ import (
 // Informer event handlers. They only enqueue keys and adjust expectations;
 // all decisions are taken in the sync.
 
-func (dsc *DaemonSetsController) addDaemonSet(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) addDaemonSet(logger klog.Logger, obj interface{}) {
 	ds, ok := obj.(*apps.DaemonSet)
 	if !ok {
 		return
@@ -30,7 +30,7 @@ func (dsc *DaemonSetsController) addDaemonSet(logger klog.Logger, obj interface{
 }
 
 // updateDaemonSet enqueues on every update, resyncs included.
-func (dsc *DaemonSetsController) updateDaemonSet(logger klog.Logger, old, cur interface{}) {
+func (dsc *Controller) updateDaemonSet(logger klog.Logger, old, cur interface{}) {
 	oldDS, ok1 := old.(*apps.DaemonSet)
 	curDS, ok2 := cur.(*apps.DaemonSet)
 	if !ok1 || !ok2 {
@@ -46,7 +46,7 @@ func (dsc *DaemonSetsController) updateDaemonSet(logger klog.Logger, old, cur in
 	dsc.enqueue(curDS)
 }
 
-func (dsc *DaemonSetsController) deleteDaemonSet(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) deleteDaemonSet(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	ds, ok := obj.(*apps.DaemonSet)
 	if !ok {
@@ -67,7 +67,7 @@ func (dsc *DaemonSetsController) deleteDaemonSet(logger klog.Logger, obj interfa
 
 // resolveControllerRef returns the DaemonSet a controller reference points
 // to, or nil if it is another kind, missing, or a different incarnation.
-func (dsc *DaemonSetsController) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.DaemonSet {
+func (dsc *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.DaemonSet {
 	if ref.Kind != controllerKind.Kind {
 		return nil
 	}
@@ -79,7 +79,7 @@ func (dsc *DaemonSetsController) resolveControllerRef(namespace string, ref *met
 }
 
 // daemonSetsForPod returns the DaemonSets whose selector matches an orphan.
-func (dsc *DaemonSetsController) daemonSetsForPod(logger klog.Logger, pod *v1.Pod) []*apps.DaemonSet {
+func (dsc *Controller) daemonSetsForPod(logger klog.Logger, pod *v1.Pod) []*apps.DaemonSet {
 	// The lister errors when nothing matches; that just means none.
 	sets, _ := dsc.dsLister.GetPodDaemonSets(pod)
 	if len(sets) > 1 {
@@ -89,7 +89,7 @@ func (dsc *DaemonSetsController) daemonSetsForPod(logger klog.Logger, pod *v1.Po
 	return sets
 }
 
-func (dsc *DaemonSetsController) daemonSetsForHistory(logger klog.Logger, h *apps.ControllerRevision) []*apps.DaemonSet {
+func (dsc *Controller) daemonSetsForHistory(logger klog.Logger, h *apps.ControllerRevision) []*apps.DaemonSet {
 	sets, _ := dsc.dsLister.GetHistoryDaemonSets(h)
 	if len(sets) > 1 {
 		logger.V(4).Info("Found more than one DaemonSet selecting the ControllerRevision. This is potentially a user error",
@@ -98,7 +98,7 @@ func (dsc *DaemonSetsController) daemonSetsForHistory(logger klog.Logger, h *app
 	return sets
 }
 
-func (dsc *DaemonSetsController) addHistory(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) addHistory(logger klog.Logger, obj interface{}) {
 	h, ok := obj.(*apps.ControllerRevision)
 	if !ok {
 		return
@@ -121,7 +121,7 @@ func (dsc *DaemonSetsController) addHistory(logger klog.Logger, obj interface{})
 	}
 }
 
-func (dsc *DaemonSetsController) updateHistory(logger klog.Logger, old, cur interface{}) {
+func (dsc *Controller) updateHistory(logger klog.Logger, old, cur interface{}) {
 	oldH, ok1 := old.(*apps.ControllerRevision)
 	curH, ok2 := cur.(*apps.ControllerRevision)
 	if !ok1 || !ok2 || oldH.ResourceVersion == curH.ResourceVersion {
@@ -150,7 +150,7 @@ func (dsc *DaemonSetsController) updateHistory(logger klog.Logger, old, cur inte
 	}
 }
 
-func (dsc *DaemonSetsController) deleteHistory(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) deleteHistory(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	h, ok := obj.(*apps.ControllerRevision)
 	if !ok {
@@ -169,7 +169,7 @@ func (dsc *DaemonSetsController) deleteHistory(logger klog.Logger, obj interface
 
 // addPod observes a creation for the pod's DaemonSet, or offers an orphan
 // to every DaemonSet whose selector matches it.
-func (dsc *DaemonSetsController) addPod(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) addPod(logger klog.Logger, obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return
@@ -201,7 +201,7 @@ func (dsc *DaemonSetsController) addPod(logger klog.Logger, obj interface{}) {
 }
 
 // updatePod wakes the DaemonSets concerned by a pod change.
-func (dsc *DaemonSetsController) updatePod(logger klog.Logger, old, cur interface{}) {
+func (dsc *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 	oldPod, ok1 := old.(*v1.Pod)
 	curPod, ok2 := cur.(*v1.Pod)
 	if !ok1 || !ok2 || oldPod.ResourceVersion == curPod.ResourceVersion {
@@ -250,7 +250,7 @@ func (dsc *DaemonSetsController) updatePod(logger klog.Logger, old, cur interfac
 }
 
 // deletePod observes a deletion for the pod's DaemonSet.
-func (dsc *DaemonSetsController) deletePod(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
@@ -278,7 +278,7 @@ func (dsc *DaemonSetsController) deletePod(logger klog.Logger, obj interface{}) 
 // Node events go to their own queue: a node change is checked against every
 // DaemonSet there, and only the DaemonSets it affects are synced.
 
-func (dsc *DaemonSetsController) addNode(logger klog.Logger, obj interface{}) {
+func (dsc *Controller) addNode(logger klog.Logger, obj interface{}) {
 	node, ok := obj.(*v1.Node)
 	if !ok {
 		utilruntime.HandleError(fmt.Errorf("couldn't get node from object %#v", obj))
@@ -296,7 +296,7 @@ func shouldIgnoreNodeUpdate(oldNode, curNode *v1.Node) bool {
 		apiequality.Semantic.DeepEqual(oldNode.Spec.Taints, curNode.Spec.Taints)
 }
 
-func (dsc *DaemonSetsController) updateNode(logger klog.Logger, old, cur interface{}) {
+func (dsc *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 	oldNode, ok1 := old.(*v1.Node)
 	curNode, ok2 := cur.(*v1.Node)
 	if !ok1 || !ok2 || shouldIgnoreNodeUpdate(oldNode, curNode) {

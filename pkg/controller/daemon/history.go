@@ -34,7 +34,7 @@ const defaultRevisionHistoryLimit = 10
 // current template (creating it, or collapsing duplicates, as needed) and
 // the others. The current revision is renumbered above all old ones, so a
 // rollback to an old template makes it the newest again.
-func (dsc *DaemonSetsController) constructHistory(ctx context.Context, ds *apps.DaemonSet) (cur *apps.ControllerRevision, old []*apps.ControllerRevision, err error) {
+func (dsc *Controller) constructHistory(ctx context.Context, ds *apps.DaemonSet) (cur *apps.ControllerRevision, old []*apps.ControllerRevision, err error) {
 	histories, err := dsc.controlledHistories(ctx, ds)
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +90,7 @@ func (dsc *DaemonSetsController) constructHistory(ctx context.Context, ds *apps.
 // orphans and releasing owned ones that no longer match. All revisions of
 // the namespace are considered so owned ones that stopped matching are
 // released. The revisions are cache objects.
-func (dsc *DaemonSetsController) controlledHistories(ctx context.Context, ds *apps.DaemonSet) ([]*apps.ControllerRevision, error) {
+func (dsc *Controller) controlledHistories(ctx context.Context, ds *apps.DaemonSet) ([]*apps.ControllerRevision, error) {
 	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func (dsc *DaemonSetsController) controlledHistories(ctx context.Context, ds *ap
 // cleanupHistory deletes the oldest old revisions beyond
 // revisionHistoryLimit, sparing any that a pod (even a terminated one
 // awaiting deletion) still runs.
-func (dsc *DaemonSetsController) cleanupHistory(ctx context.Context, ds *apps.DaemonSet, old []*apps.ControllerRevision) error {
+func (dsc *Controller) cleanupHistory(ctx context.Context, ds *apps.DaemonSet, old []*apps.ControllerRevision) error {
 	nodeToDaemonPods, err := dsc.getNodesToDaemonPods(ctx, ds, true)
 	if err != nil {
 		return fmt.Errorf("couldn't get node to daemon pod mapping for daemon set %q: %w", ds.Name, err)
@@ -155,7 +155,7 @@ func maxRevision(histories []*apps.ControllerRevision) int64 {
 // dedupCurHistories keeps the highest-numbered of several revisions
 // matching the current template: pods labelled with the others are
 // relabelled first, then the others are deleted.
-func (dsc *DaemonSetsController) dedupCurHistories(ctx context.Context, ds *apps.DaemonSet, current []*apps.ControllerRevision) (*apps.ControllerRevision, error) {
+func (dsc *Controller) dedupCurHistories(ctx context.Context, ds *apps.DaemonSet, current []*apps.ControllerRevision) (*apps.ControllerRevision, error) {
 	if len(current) == 1 {
 		return current[0], nil
 	}
@@ -236,7 +236,7 @@ func getPatch(ds *apps.DaemonSet) ([]byte, error) {
 // revision under the same name is a hash collision: collisionCount is
 // bumped (which changes the hash) and an error returned so the next sync
 // retries with the new name.
-func (dsc *DaemonSetsController) snapshot(ctx context.Context, ds *apps.DaemonSet, revision int64) (*apps.ControllerRevision, error) {
+func (dsc *Controller) snapshot(ctx context.Context, ds *apps.DaemonSet, revision int64) (*apps.ControllerRevision, error) {
 	patch, err := getPatch(ds)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ func TestRunFollowsNodes(t *testing.T) {
 		return false, nil, nil
 	})
 	factory := f.Informers
-	dsc, err := NewDaemonSetsController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
+	dsc, err := NewController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client, flowcontrol.NewBackOff(time.Second, 15*time.Minute), v137Features)
 	if err != nil {
 		t.Fatal(err)

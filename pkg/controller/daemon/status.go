@@ -32,7 +32,7 @@ type daemonSetCounts struct {
 // (desired), those of them that have one (current), whose oldest pod is
 // ready, available and of the current revision; and nodes that have a pod
 // but should not (misscheduled).
-func (dsc *DaemonSetsController) calculateStatus(logger klog.Logger, ds *apps.DaemonSet, nodes []*v1.Node, nodeToDaemonPods map[string][]*v1.Pod, hash string) daemonSetCounts {
+func (dsc *Controller) calculateStatus(logger klog.Logger, ds *apps.DaemonSet, nodes []*v1.Node, nodeToDaemonPods map[string][]*v1.Pod, hash string) daemonSetCounts {
 	var c daemonSetCounts
 	now := metav1.NewTime(dsc.now())
 	p := newPlacement(ds, dsc.comparisonOperators)
@@ -72,7 +72,7 @@ func (dsc *DaemonSetsController) calculateStatus(logger klog.Logger, ds *apps.Da
 
 // updateDaemonSetStatus recomputes the counters and writes them if they
 // (or, with updateObservedGen, the observed generation) changed.
-func (dsc *DaemonSetsController) updateDaemonSetStatus(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash string, updateObservedGen bool) error {
+func (dsc *Controller) updateDaemonSetStatus(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash string, updateObservedGen bool) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Updating daemon set status")
 	nodeToDaemonPods, err := dsc.getNodesToDaemonPods(ctx, ds, false)

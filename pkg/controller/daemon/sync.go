@@ -26,7 +26,7 @@ import (
 
 // syncDaemonSet reconciles one DaemonSet: revisions, pods per node,
 // rolling update, history cleanup, then status.
-func (dsc *DaemonSetsController) syncDaemonSet(ctx context.Context, key string) error {
+func (dsc *Controller) syncDaemonSet(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	start := dsc.now()
 	defer func() {
@@ -101,7 +101,7 @@ func (dsc *DaemonSetsController) syncDaemonSet(ctx context.Context, key string) 
 }
 
 // reconcile places pods, advances the update strategy, and trims history.
-func (dsc *DaemonSetsController) reconcile(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash, key string, old []*apps.ControllerRevision) error {
+func (dsc *Controller) reconcile(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash, key string, old []*apps.ControllerRevision) error {
 	if err := dsc.manage(ctx, ds, nodes, hash); err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (dsc *DaemonSetsController) reconcile(ctx context.Context, ds *apps.DaemonS
 
 // getDaemonPods returns the pods ds owns, adopting matching orphans and
 // releasing owned pods that no longer match. The pods are cache objects.
-func (dsc *DaemonSetsController) getDaemonPods(ctx context.Context, ds *apps.DaemonSet) ([]*v1.Pod, error) {
+func (dsc *Controller) getDaemonPods(ctx context.Context, ds *apps.DaemonSet) ([]*v1.Pod, error) {
 	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (dsc *DaemonSetsController) getDaemonPods(ctx context.Context, ds *apps.Dae
 // canAdopt rechecks with a live read that ds is not being deleted before
 // the first adoption: caches lag, and adopting for a dying owner would
 // orphan what the garbage collector is about to reap.
-func (dsc *DaemonSetsController) canAdopt(ds *apps.DaemonSet) func(ctx context.Context) error {
+func (dsc *Controller) canAdopt(ds *apps.DaemonSet) func(ctx context.Context) error {
 	return controller.RecheckDeletionTimestamp(func(ctx context.Context) (metav1.Object, error) {
 		fresh, err := dsc.kubeClient.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
 		if err != nil {
@@ -152,7 +152,7 @@ func (dsc *DaemonSetsController) canAdopt(ds *apps.DaemonSet) func(ctx context.C
 // getNodesToDaemonPods groups ds's pods by the node they run on or are
 // pinned to. Terminal pods already being deleted are left out unless
 // includeDeletedTerminal: nothing is left to do with them but wait.
-func (dsc *DaemonSetsController) getNodesToDaemonPods(ctx context.Context, ds *apps.DaemonSet, includeDeletedTerminal bool) (map[string][]*v1.Pod, error) {
+func (dsc *Controller) getNodesToDaemonPods(ctx context.Context, ds *apps.DaemonSet, includeDeletedTerminal bool) (map[string][]*v1.Pod, error) {
 	pods, err := dsc.getDaemonPods(ctx, ds)
 	if err != nil {
 		return nil, err
@@ -175,7 +175,7 @@ func (dsc *DaemonSetsController) getNodesToDaemonPods(ctx context.Context, ds *a
 
 // manage creates the pods missing on eligible nodes and deletes those on
 // nodes they must leave, plus failed, succeeded and duplicate ones.
-func (dsc *DaemonSetsController) manage(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash string) error {
+func (dsc *Controller) manage(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash string) error {
 	nodeToDaemonPods, err := dsc.getNodesToDaemonPods(ctx, ds, false)
 	if err != nil {
 		return fmt.Errorf("couldn't get node to daemon pod mapping for daemon set %q: %w", ds.Name, err)
@@ -196,7 +196,7 @@ func (dsc *DaemonSetsController) manage(ctx context.Context, ds *apps.DaemonSet,
 
 // podsShouldBeOnNode returns node.Name if it needs a new daemon pod, and
 // the names of its daemon pods to delete.
-func (dsc *DaemonSetsController) podsShouldBeOnNode(logger klog.Logger, node *v1.Node, nodeToDaemonPods map[string][]*v1.Pod, ds *apps.DaemonSet, hash string, p *placement) (nodesNeedingDaemonPods, podsToDelete []string) {
+func (dsc *Controller) podsShouldBeOnNode(logger klog.Logger, node *v1.Node, nodeToDaemonPods map[string][]*v1.Pod, ds *apps.DaemonSet, hash string, p *placement) (nodesNeedingDaemonPods, podsToDelete []string) {
 	shouldRun, shouldContinueRunning := p.check(logger, node)
 	daemonPods, exists := nodeToDaemonPods[node.Name]
 
@@ -258,7 +258,7 @@ func (dsc *DaemonSetsController) podsShouldBeOnNode(logger klog.Logger, node *v1
 // failedPodReadyForDeletion rate-limits the deletion of failed pods per
 // node and generation: a kubelet that keeps rejecting the pod would make us
 // hot-loop otherwise. When allowed it records the FailedDaemonPod event.
-func (dsc *DaemonSetsController) failedPodReadyForDeletion(logger klog.Logger, ds *apps.DaemonSet, node *v1.Node, pod *v1.Pod) bool {
+func (dsc *Controller) failedPodReadyForDeletion(logger klog.Logger, ds *apps.DaemonSet, node *v1.Node, pod *v1.Pod) bool {
 	key := failedPodsBackoffKey(ds, node.Name)
 	now := dsc.now()
 	if dsc.failedPodsBackoff.IsInBackOffSinceUpdate(key, now) {
@@ -278,7 +278,7 @@ func (dsc *DaemonSetsController) failedPodReadyForDeletion(logger klog.Logger, d
 // DaemonSet, the ones to delete. It keeps the oldest current pod and the
 // oldest old pod; the old one goes too once it is not ready or the new one
 // is available. Pods beyond those two always go.
-func (dsc *DaemonSetsController) excessSurgePods(logger klog.Logger, ds *apps.DaemonSet, running []*v1.Pod, hash string) []string {
+func (dsc *Controller) excessSurgePods(logger klog.Logger, ds *apps.DaemonSet, running []*v1.Pod, hash string) []string {
 	var out []string
 	var oldestNew, oldestOld *v1.Pod
 	sort.Sort(podByCreationTimestampAndPhase(running))
@@ -313,7 +313,7 @@ func (dsc *DaemonSetsController) excessSurgePods(logger klog.Logger, ds *apps.Da
 // set first so the informer events can't race them. Creations go in
 // slow-start batches: when a batch fails (quota, admission) the rest is
 // left for a later sync instead of failing hundreds of times.
-func (dsc *DaemonSetsController) syncNodes(ctx context.Context, ds *apps.DaemonSet, podsToDelete, nodesNeedingDaemonPods []string, hash string) error {
+func (dsc *Controller) syncNodes(ctx context.Context, ds *apps.DaemonSet, podsToDelete, nodesNeedingDaemonPods []string, hash string) error {
 	logger := klog.FromContext(ctx)
 	key, err := controller.KeyFunc(ds)
 	if err != nil {
@@ -431,7 +431,7 @@ func getUnscheduledPodsWithoutNode(nodes []*v1.Node, nodeToDaemonPods map[string
 // syncNodeUpdate enqueues the DaemonSets a node change affects: those that
 // now need a pod there, those whose pod must leave, and those reporting
 // misscheduled pods that have a pod there (which may be fine again).
-func (dsc *DaemonSetsController) syncNodeUpdate(ctx context.Context, nodeName string) error {
+func (dsc *Controller) syncNodeUpdate(ctx context.Context, nodeName string) error {
 	logger := klog.FromContext(ctx)
 	node, err := dsc.nodeLister.Get(nodeName)
 	if apierrors.IsNotFound(err) {

@@ -23,7 +23,7 @@ import (
 // Both rely on manage for the rest: creating pods on empty nodes, removing
 // failed pods and extra pods. Deleted pods are not counted as unavailable,
 // so an update progresses while nodes are down.
-func (dsc *DaemonSetsController) rollingUpdate(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash string) error {
+func (dsc *Controller) rollingUpdate(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, hash string) error {
 	nodeToDaemonPods, err := dsc.getNodesToDaemonPods(ctx, ds, false)
 	if err != nil {
 		return fmt.Errorf("couldn't get node to daemon pod mapping for daemon set %q: %w", ds.Name, err)
@@ -45,7 +45,7 @@ func (dsc *DaemonSetsController) rollingUpdate(ctx context.Context, ds *apps.Dae
 // podsToReplace picks the old pods to delete when not surging: every old
 // pod that is unavailable anyway, then available old pods while the number
 // of nodes without an available current pod stays within maxUnavailable.
-func (dsc *DaemonSetsController) podsToReplace(logger klog.Logger, ds *apps.DaemonSet, nodeToDaemonPods map[string][]*v1.Pod, hash string, maxUnavailable int) []string {
+func (dsc *Controller) podsToReplace(logger klog.Logger, ds *apps.DaemonSet, nodeToDaemonPods map[string][]*v1.Pod, hash string, maxUnavailable int) []string {
 	now := metav1.NewTime(dsc.now())
 	numUnavailable := 0
 	var replaceNow, candidates []string
@@ -84,7 +84,7 @@ func (dsc *DaemonSetsController) podsToReplace(logger klog.Logger, ds *apps.Daem
 
 // surge picks the nodes to start a new pod on next to an old one, and the
 // old pods to delete, when maxSurge > 0.
-func (dsc *DaemonSetsController) surge(ctx context.Context, ds *apps.DaemonSet, nodeToDaemonPods map[string][]*v1.Pod, hash string, maxSurge, desired int) (toDelete, toCreate []string, err error) {
+func (dsc *Controller) surge(ctx context.Context, ds *apps.DaemonSet, nodeToDaemonPods map[string][]*v1.Pod, hash string, maxSurge, desired int) (toDelete, toCreate []string, err error) {
 	logger := klog.FromContext(ctx)
 	now := metav1.NewTime(dsc.now())
 	p := newPlacement(ds, dsc.comparisonOperators)
@@ -209,7 +209,7 @@ func findUpdatedPodsOnNode(ds *apps.DaemonSet, podsOnNode []*v1.Pod, hash string
 // of nodes that should run the pod, and adds an empty entry to
 // nodeToDaemonPods for each such node without pods (so they count as
 // unavailable).
-func (dsc *DaemonSetsController) updatedDesiredNodeCounts(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, nodeToDaemonPods map[string][]*v1.Pod) (int, int, int, error) {
+func (dsc *Controller) updatedDesiredNodeCounts(ctx context.Context, ds *apps.DaemonSet, nodes []*v1.Node, nodeToDaemonPods map[string][]*v1.Pod) (int, int, int, error) {
 	logger := klog.FromContext(ctx)
 	p := newPlacement(ds, dsc.comparisonOperators)
 	desired := 0

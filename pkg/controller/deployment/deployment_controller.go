@@ -44,9 +44,9 @@ const (
 
 var controllerKind = apps.SchemeGroupVersion.WithKind("Deployment")
 
-// DeploymentController keeps ReplicaSets and Deployment status in line with
+// Controller keeps ReplicaSets and Deployment status in line with
 // each Deployment's spec.
-type DeploymentController struct {
+type Controller struct {
 	client    clientset.Interface
 	rsControl controller.RSControlInterface
 
@@ -110,12 +110,12 @@ type Features struct {
 	TerminatingReplicas bool
 }
 
-// NewDeploymentController wires the controller to its informers; call Run to
+// NewController wires the controller to its informers; call Run to
 // start it once the informers are started.
-func NewDeploymentController(ctx context.Context, dInformer appsinformers.DeploymentInformer, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, client clientset.Interface, features Features) (*DeploymentController, error) {
+func NewController(ctx context.Context, dInformer appsinformers.DeploymentInformer, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, client clientset.Interface, features Features) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, component)
-	dc := &DeploymentController{
+	dc := &Controller{
 		client:              client,
 		rsControl:           controller.RealRSControl{KubeClient: client},
 		eventBroadcaster:    broadcaster,
@@ -179,12 +179,12 @@ func NewDeploymentController(ctx context.Context, dInformer appsinformers.Deploy
 // WithNamespaceInformer lets the controller leave Deployments alone in
 // namespaces being deleted, where the API server refuses to create their
 // ReplicaSets and events. Call before the informers start.
-func (dc *DeploymentController) WithNamespaceInformer(nsInformer coreinformers.NamespaceInformer) {
+func (dc *Controller) WithNamespaceInformer(nsInformer coreinformers.NamespaceInformer) {
 	dc.nsLister = nsInformer.Lister()
 }
 
 // Run starts the event sink and workers and blocks until ctx is done.
-func (dc *DeploymentController) Run(ctx context.Context, workers int) {
+func (dc *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stop := controller.StartEventSink(dc.eventBroadcaster, dc.client)
 	defer stop()
@@ -193,7 +193,7 @@ func (dc *DeploymentController) Run(ctx context.Context, workers int) {
 
 // sync adapts syncHandler to the work loop: a namespace being torn down
 // rejects every create, so retrying is pointless and the key is forgotten.
-func (dc *DeploymentController) sync(ctx context.Context, key string) error {
+func (dc *Controller) sync(ctx context.Context, key string) error {
 	err := dc.syncHandler(ctx, key)
 	if err != nil && apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 		klog.FromContext(ctx).V(2).Info("Namespace is terminating, not retrying", "key", key, "err", err)
@@ -202,18 +202,18 @@ func (dc *DeploymentController) sync(ctx context.Context, key string) error {
 	return err
 }
 
-func (dc *DeploymentController) addDeployment(logger klog.Logger, obj interface{}) {
+func (dc *Controller) addDeployment(logger klog.Logger, obj interface{}) {
 	d := obj.(*apps.Deployment)
 	logger.V(4).Info("Adding deployment", "deployment", klog.KObj(d))
 	dc.enqueue(d)
 }
 
-func (dc *DeploymentController) updateDeployment(logger klog.Logger, old, cur interface{}) {
+func (dc *Controller) updateDeployment(logger klog.Logger, old, cur interface{}) {
 	logger.V(4).Info("Updating deployment", "deployment", klog.KObj(old.(*apps.Deployment)))
 	dc.enqueue(cur.(*apps.Deployment))
 }
 
-func (dc *DeploymentController) deleteDeployment(logger klog.Logger, obj interface{}) {
+func (dc *Controller) deleteDeployment(logger klog.Logger, obj interface{}) {
 	d, ok := obj.(*apps.Deployment)
 	if !ok {
 		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
@@ -235,7 +235,7 @@ func (dc *DeploymentController) deleteDeployment(logger klog.Logger, obj interfa
 
 // addReplicaSet wakes the owner of a new ReplicaSet, or every Deployment that
 // could adopt it if it is an orphan.
-func (dc *DeploymentController) addReplicaSet(logger klog.Logger, obj interface{}) {
+func (dc *Controller) addReplicaSet(logger klog.Logger, obj interface{}) {
 	rs := obj.(*apps.ReplicaSet)
 	if rs.DeletionTimestamp != nil {
 		// Seen for the first time already being deleted (e.g. after a restart).
@@ -259,7 +259,7 @@ func (dc *DeploymentController) addReplicaSet(logger klog.Logger, obj interface{
 	}
 }
 
-func (dc *DeploymentController) getDeploymentsForReplicaSet(logger klog.Logger, rs *apps.ReplicaSet) []*apps.Deployment {
+func (dc *Controller) getDeploymentsForReplicaSet(logger klog.Logger, rs *apps.ReplicaSet) []*apps.Deployment {
 	ds, err := util.GetDeploymentsForReplicaSet(dc.dLister, rs)
 	if err != nil || len(ds) == 0 {
 		return nil
@@ -273,7 +273,7 @@ func (dc *DeploymentController) getDeploymentsForReplicaSet(logger klog.Logger, 
 
 // updateReplicaSet wakes the old and new owners when the controllerRef
 // changes, the owner otherwise, and possible adopters of a changed orphan.
-func (dc *DeploymentController) updateReplicaSet(logger klog.Logger, old, cur interface{}) {
+func (dc *Controller) updateReplicaSet(logger klog.Logger, old, cur interface{}) {
 	curRS, oldRS := cur.(*apps.ReplicaSet), old.(*apps.ReplicaSet)
 	if curRS.ResourceVersion == oldRS.ResourceVersion {
 		// Periodic resync: nothing changed.
@@ -306,7 +306,7 @@ func (dc *DeploymentController) updateReplicaSet(logger klog.Logger, old, cur in
 }
 
 // deleteReplicaSet wakes the owner of a deleted ReplicaSet; orphans matter to no one.
-func (dc *DeploymentController) deleteReplicaSet(logger klog.Logger, obj interface{}) {
+func (dc *Controller) deleteReplicaSet(logger klog.Logger, obj interface{}) {
 	rs, ok := obj.(*apps.ReplicaSet)
 	if !ok {
 		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
@@ -330,7 +330,7 @@ func (dc *DeploymentController) deleteReplicaSet(logger klog.Logger, obj interfa
 }
 
 // deletePod wakes a Recreate Deployment, which waits for its old pods to go.
-func (dc *DeploymentController) deletePod(logger klog.Logger, obj interface{}) {
+func (dc *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
@@ -354,7 +354,7 @@ func (dc *DeploymentController) deletePod(logger klog.Logger, obj interface{}) {
 }
 
 // getDeploymentForPod follows pod -> ReplicaSet -> Deployment controllerRefs.
-func (dc *DeploymentController) getDeploymentForPod(logger klog.Logger, pod *v1.Pod) *apps.Deployment {
+func (dc *Controller) getDeploymentForPod(logger klog.Logger, pod *v1.Pod) *apps.Deployment {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "ReplicaSet" {
 		return nil
@@ -372,7 +372,7 @@ func (dc *DeploymentController) getDeploymentForPod(logger klog.Logger, pod *v1.
 
 // resolveControllerRef returns the Deployment ref points to, checking the UID
 // so a recreated namesake is not mistaken for the owner.
-func (dc *DeploymentController) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.Deployment {
+func (dc *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.Deployment {
 	if ref.Kind != controllerKind.Kind {
 		return nil
 	}
@@ -383,7 +383,7 @@ func (dc *DeploymentController) resolveControllerRef(namespace string, ref *meta
 	return d
 }
 
-func (dc *DeploymentController) enqueue(d *apps.Deployment) {
+func (dc *Controller) enqueue(d *apps.Deployment) {
 	key, err := cache.MetaNamespaceKeyFunc(d)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %v", d, err))
@@ -392,7 +392,7 @@ func (dc *DeploymentController) enqueue(d *apps.Deployment) {
 	dc.queue.Add(key)
 }
 
-func (dc *DeploymentController) enqueueRateLimited(d *apps.Deployment) {
+func (dc *Controller) enqueueRateLimited(d *apps.Deployment) {
 	key, err := cache.MetaNamespaceKeyFunc(d)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %v", d, err))
@@ -401,7 +401,7 @@ func (dc *DeploymentController) enqueueRateLimited(d *apps.Deployment) {
 	dc.queue.AddRateLimited(key)
 }
 
-func (dc *DeploymentController) enqueueAfter(d *apps.Deployment, after time.Duration) {
+func (dc *Controller) enqueueAfter(d *apps.Deployment, after time.Duration) {
 	key, err := cache.MetaNamespaceKeyFunc(d)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %#v: %v", d, err))
@@ -412,7 +412,7 @@ func (dc *DeploymentController) enqueueAfter(d *apps.Deployment, after time.Dura
 
 // getReplicaSetsForDeployment returns the ReplicaSets d owns after adopting
 // matching orphans and releasing owned ones that no longer match.
-func (dc *DeploymentController) getReplicaSetsForDeployment(ctx context.Context, d *apps.Deployment) ([]*apps.ReplicaSet, error) {
+func (dc *Controller) getReplicaSetsForDeployment(ctx context.Context, d *apps.Deployment) ([]*apps.ReplicaSet, error) {
 	all, err := dc.claimCandidates(d)
 	if err != nil {
 		return nil, err
@@ -439,7 +439,7 @@ func (dc *DeploymentController) getReplicaSetsForDeployment(ctx context.Context,
 
 // getPodMapForDeployment groups the pods of rsList by ReplicaSet UID. The
 // pods are cache objects: read only.
-func (dc *DeploymentController) getPodMapForDeployment(rsList []*apps.ReplicaSet) (map[types.UID][]*v1.Pod, error) {
+func (dc *Controller) getPodMapForDeployment(rsList []*apps.ReplicaSet) (map[types.UID][]*v1.Pod, error) {
 	podMap := make(map[types.UID][]*v1.Pod, len(rsList))
 	for _, rs := range rsList {
 		pods, err := controller.FilterPodsByOwner(dc.podIndexer, rs, "ReplicaSet", false)
@@ -471,7 +471,7 @@ func rsClaimIndexFunc(obj interface{}) ([]string, error) {
 // claimCandidates returns the ReplicaSets ClaimReplicaSets may act on for d:
 // those it controls (kept or released) and the namespace's orphans (maybe
 // adopted). Others' ReplicaSets are skipped by the claim anyway.
-func (dc *DeploymentController) claimCandidates(d *apps.Deployment) ([]*apps.ReplicaSet, error) {
+func (dc *Controller) claimCandidates(d *apps.Deployment) ([]*apps.ReplicaSet, error) {
 	if dc.rsIndexer == nil {
 		return dc.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
 	}

@@ -107,7 +107,7 @@ type fixture struct {
 	t        *testing.T
 	ctx      context.Context
 	client   *fake.Clientset
-	dc       *DeploymentController
+	dc       *Controller
 	recorder *record.FakeRecorder
 	clock    *testingclock.FakeClock
 	factory  informers.SharedInformerFactory
@@ -119,7 +119,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	dc, err := NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, Features{TerminatingReplicas: true})
+	dc, err := NewController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, Features{TerminatingReplicas: true})
 	if err != nil {
 		t.Fatal(err)
 	}

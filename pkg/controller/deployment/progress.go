@@ -106,7 +106,7 @@ func replicaFailures(allRSs []*apps.ReplicaSet, newRS *apps.ReplicaSet) []apps.D
 // rollout that shows no progress would pass, so ProgressDeadlineExceeded is
 // reported on time rather than at the next resync. It returns the delay, 0
 // for now, or -1 when no check is needed.
-func (dc *DeploymentController) requeueStuckDeployment(ctx context.Context, d *apps.Deployment, newStatus apps.DeploymentStatus) time.Duration {
+func (dc *Controller) requeueStuckDeployment(ctx context.Context, d *apps.Deployment, newStatus apps.DeploymentStatus) time.Duration {
 	logger := klog.FromContext(ctx)
 	cond := util.GetDeploymentCondition(d.Status, apps.DeploymentProgressing)
 	if !util.HasProgressDeadline(d) || cond == nil {

@@ -12,7 +12,7 @@ import (
 // observed its generation, nothing else is pending, the conditions keep
 // their types, statuses and reasons, the rollout is not complete, and our
 // last status write of d was less than statusMinInterval ago.
-func (dc *DeploymentController) statusHold(key string, d *apps.Deployment, newStatus apps.DeploymentStatus, pending bool, now time.Time) time.Duration {
+func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.DeploymentStatus, pending bool, now time.Time) time.Duration {
 	interval := dc.statusMinInterval
 	if interval <= 0 || pending || d.DeletionTimestamp != nil ||
 		d.Generation != d.Status.ObservedGeneration || newStatus.ObservedGeneration != d.Status.ObservedGeneration ||
@@ -52,7 +52,7 @@ func sameConditions(a, b []apps.DeploymentCondition) bool {
 	return true
 }
 
-func (dc *DeploymentController) noteWrite(key string, uid types.UID, sentRV, newRV string, now time.Time) {
+func (dc *Controller) noteWrite(key string, uid types.UID, sentRV, newRV string, now time.Time) {
 	w := statusWrite{at: now, uid: uid}
 	if newRV != sentRV {
 		// Only a version the server replaced can show the cache is behind.
@@ -63,7 +63,7 @@ func (dc *DeploymentController) noteWrite(key string, uid types.UID, sentRV, new
 	dc.writesMu.Unlock()
 }
 
-func (dc *DeploymentController) forgetWrite(key string) {
+func (dc *Controller) forgetWrite(key string) {
 	dc.writesMu.Lock()
 	delete(dc.writes, key)
 	dc.writesMu.Unlock()
@@ -71,7 +71,7 @@ func (dc *DeploymentController) forgetWrite(key string) {
 
 // cacheBehindOurWrite: the cached Deployment is the very version our last
 // status write replaced, so the informer has not delivered that write yet.
-func (dc *DeploymentController) cacheBehindOurWrite(key string, cached *apps.Deployment) bool {
+func (dc *Controller) cacheBehindOurWrite(key string, cached *apps.Deployment) bool {
 	dc.writesMu.Lock()
 	defer dc.writesMu.Unlock()
 	w, ok := dc.writes[key]

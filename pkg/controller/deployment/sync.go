@@ -28,7 +28,7 @@ import (
 // only marks the status pending; the pass writes it once, at the point where
 // upstream writes its last status (or on the way out if it stops early).
 type syncPass struct {
-	dc *DeploymentController
+	dc *Controller
 	// d is a private copy of the Deployment, changed as the pass goes.
 	d *apps.Deployment
 	// rsList holds the ReplicaSets d owns; our own ReplicaSet updates
@@ -41,7 +41,7 @@ type syncPass struct {
 }
 
 // syncDeployment reconciles the Deployment named by key.
-func (dc *DeploymentController) syncDeployment(ctx context.Context, key string) error {
+func (dc *Controller) syncDeployment(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {

@@ -137,11 +137,11 @@ type Controller struct {
 	ruleEvictions map[types.UID]int64
 }
 
-// New returns the controller. controllerName is the source of its events,
+// NewController returns the controller. controllerName is the source of its events,
 // the name of its queue and the field manager of rule statuses.
 // ruleInformer may be nil when features.DeviceTaintRules is off; the
 // DeviceClass informer is only started and waited for.
-func New(c clientset.Interface, podInformer coreinformers.PodInformer, claimInformer resourceinformers.ResourceClaimInformer, sliceInformer resourceinformers.ResourceSliceInformer, ruleInformer resourceinformers.DeviceTaintRuleInformer, classInformer resourceinformers.DeviceClassInformer, controllerName string, features Features) *Controller {
+func NewController(c clientset.Interface, podInformer coreinformers.PodInformer, claimInformer resourceinformers.ResourceClaimInformer, sliceInformer resourceinformers.ResourceSliceInformer, ruleInformer resourceinformers.DeviceTaintRuleInformer, classInformer resourceinformers.DeviceClassInformer, controllerName string, features Features) *Controller {
 	registerMetrics()
 	tc := &Controller{
 		name:          controllerName,

@@ -39,7 +39,7 @@ func newFixture(t *testing.T, features Features, objs ...runtime.Object) *fixtur
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tc := New(client, factory.Core().V1().Pods(), factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceSlices(),
+	tc := NewController(client, factory.Core().V1().Pods(), factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceSlices(),
 		factory.Resource().V1().DeviceTaintRules(), factory.Resource().V1().DeviceClasses(), ctrlName, features)
 	return &fixture{t: t, ctx: ctx, client: client, factory: factory, tc: tc}
 }

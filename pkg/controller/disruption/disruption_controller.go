@@ -54,8 +54,8 @@ const (
 	eventComponent = "controllermanager"
 )
 
-// DisruptionController computes PodDisruptionBudget status.
-type DisruptionController struct {
+// Controller computes PodDisruptionBudget status.
+type Controller struct {
 	kubeClient      clientset.Interface
 	mapper          apimeta.RESTMapper
 	scaleNamespacer scaleclient.ScalesGetter
@@ -91,11 +91,11 @@ type DisruptionController struct {
 	clock clock.WithTicker
 }
 
-// NewDisruptionController returns the PodDisruptionBudget controller; start
+// NewController returns the PodDisruptionBudget controller; start
 // it with Run. restMapper, scaleNamespacer and discoveryClient serve pods
 // whose controller is not one of the built-in workloads but implements the
 // scale subresource.
-func NewDisruptionController(
+func NewController(
 	ctx context.Context,
 	podInformer coreinformers.PodInformer,
 	pdbInformer policyinformers.PodDisruptionBudgetInformer,
@@ -107,15 +107,15 @@ func NewDisruptionController(
 	restMapper apimeta.RESTMapper,
 	scaleNamespacer scaleclient.ScalesGetter,
 	discoveryClient discovery.DiscoveryInterface,
-) *DisruptionController {
-	return NewDisruptionControllerInternal(ctx, podInformer, pdbInformer, rcInformer, rsInformer, dInformer, ssInformer,
+) *Controller {
+	return NewControllerInternal(ctx, podInformer, pdbInformer, rcInformer, rsInformer, dInformer, ssInformer,
 		kubeClient, restMapper, scaleNamespacer, discoveryClient, clock.RealClock{}, stalePodDisruptionTimeout)
 }
 
-// NewDisruptionControllerInternal is NewDisruptionController with the clock
+// NewControllerInternal is NewController with the clock
 // and the stale DisruptionTarget timeout chosen by the caller. Only tests
 // should need it.
-func NewDisruptionControllerInternal(
+func NewControllerInternal(
 	ctx context.Context,
 	podInformer coreinformers.PodInformer,
 	pdbInformer policyinformers.PodDisruptionBudgetInformer,
@@ -129,10 +129,10 @@ func NewDisruptionControllerInternal(
 	discoveryClient discovery.DiscoveryInterface,
 	clk clock.WithTicker,
 	staleTimeout time.Duration,
-) *DisruptionController {
+) *Controller {
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, eventComponent)
-	dc := &DisruptionController{
+	dc := &Controller{
 		kubeClient:                kubeClient,
 		mapper:                    restMapper,
 		scaleNamespacer:           scaleNamespacer,
@@ -196,7 +196,7 @@ func newDelayingQueue(logger klog.Logger, name string, clk clock.WithTicker) wor
 
 // Run sends events, waits for the caches, then runs workers PDB syncers,
 // the recheck mover and one stale-condition worker until ctx is cancelled.
-func (dc *DisruptionController) Run(ctx context.Context, workers int) {
+func (dc *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	stopEvents := controller.StartEventSink(dc.broadcaster, dc.kubeClient)
@@ -228,7 +228,7 @@ func (dc *DisruptionController) Run(ctx context.Context, workers int) {
 
 // processNextRecheckItem moves one due PDB key from the recheck queue to
 // the sync queue. It returns false once the recheck queue is shut down.
-func (dc *DisruptionController) processNextRecheckItem() bool {
+func (dc *Controller) processNextRecheckItem() bool {
 	key, quit := dc.recheckQueue.Get()
 	if quit {
 		return false
@@ -238,7 +238,7 @@ func (dc *DisruptionController) processNextRecheckItem() bool {
 	return true
 }
 
-func (dc *DisruptionController) enqueuePDB(logger klog.Logger, pdb *policy.PodDisruptionBudget) {
+func (dc *Controller) enqueuePDB(logger klog.Logger, pdb *policy.PodDisruptionBudget) {
 	key, err := controller.KeyFunc(pdb)
 	if err != nil {
 		logger.Error(err, "Couldn't get key for PodDisruptionBudget", "podDisruptionBudget", klog.KObj(pdb))
@@ -247,7 +247,7 @@ func (dc *DisruptionController) enqueuePDB(logger klog.Logger, pdb *policy.PodDi
 	dc.queue.Add(key)
 }
 
-func (dc *DisruptionController) enqueuePDBForRecheck(logger klog.Logger, pdb *policy.PodDisruptionBudget, after time.Duration) {
+func (dc *Controller) enqueuePDBForRecheck(logger klog.Logger, pdb *policy.PodDisruptionBudget, after time.Duration) {
 	key, err := controller.KeyFunc(pdb)
 	if err != nil {
 		logger.Error(err, "Couldn't get key for PodDisruptionBudget", "podDisruptionBudget", klog.KObj(pdb))
@@ -258,7 +258,7 @@ func (dc *DisruptionController) enqueuePDBForRecheck(logger klog.Logger, pdb *po
 	dc.recheckQueue.AddAfter(key, after)
 }
 
-func (dc *DisruptionController) enqueueStalePodDisruptionCleanup(logger klog.Logger, pod *v1.Pod, after time.Duration) {
+func (dc *Controller) enqueueStalePodDisruptionCleanup(logger klog.Logger, pod *v1.Pod, after time.Duration) {
 	key, err := controller.KeyFunc(pod)
 	if err != nil {
 		logger.Error(err, "Couldn't get key for Pod", "pod", klog.KObj(pod))
@@ -268,7 +268,7 @@ func (dc *DisruptionController) enqueueStalePodDisruptionCleanup(logger klog.Log
 	logger.V(4).Info("Enqueued pod to clean up stale DisruptionTarget condition", "pod", klog.KObj(pod), "after", after)
 }
 
-func (dc *DisruptionController) addPDB(logger klog.Logger, obj interface{}) {
+func (dc *Controller) addPDB(logger klog.Logger, obj interface{}) {
 	pdb, ok := obj.(*policy.PodDisruptionBudget)
 	if !ok {
 		return
@@ -278,7 +278,7 @@ func (dc *DisruptionController) addPDB(logger klog.Logger, obj interface{}) {
 }
 
 // updatePDB enqueues on every update, resyncs included.
-func (dc *DisruptionController) updatePDB(logger klog.Logger, cur interface{}) {
+func (dc *Controller) updatePDB(logger klog.Logger, cur interface{}) {
 	pdb, ok := cur.(*policy.PodDisruptionBudget)
 	if !ok {
 		return
@@ -287,7 +287,7 @@ func (dc *DisruptionController) updatePDB(logger klog.Logger, cur interface{}) {
 	dc.enqueuePDB(logger, pdb)
 }
 
-func (dc *DisruptionController) deletePDB(logger klog.Logger, obj interface{}) {
+func (dc *Controller) deletePDB(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	pdb, ok := obj.(*policy.PodDisruptionBudget)
 	if !ok {
@@ -298,7 +298,7 @@ func (dc *DisruptionController) deletePDB(logger klog.Logger, obj interface{}) {
 	dc.enqueuePDB(logger, pdb)
 }
 
-func (dc *DisruptionController) addPod(logger klog.Logger, obj interface{}) {
+func (dc *Controller) addPod(logger klog.Logger, obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return
@@ -306,7 +306,7 @@ func (dc *DisruptionController) addPod(logger klog.Logger, obj interface{}) {
 	dc.podChanged(logger, pod)
 }
 
-func (dc *DisruptionController) updatePod(logger klog.Logger, cur interface{}) {
+func (dc *Controller) updatePod(logger klog.Logger, cur interface{}) {
 	pod, ok := cur.(*v1.Pod)
 	if !ok {
 		return
@@ -316,7 +316,7 @@ func (dc *DisruptionController) updatePod(logger klog.Logger, cur interface{}) {
 
 // podChanged wakes the pod's budget and schedules the stale-condition
 // check when the pod carries a DisruptionTarget condition that may expire.
-func (dc *DisruptionController) podChanged(logger klog.Logger, pod *v1.Pod) {
+func (dc *Controller) podChanged(logger klog.Logger, pod *v1.Pod) {
 	if pdb := dc.getPDBForPod(logger, pod); pdb != nil {
 		logger.V(4).Info("Pod changed, syncing its PodDisruptionBudget", "pod", klog.KObj(pod), "podDisruptionBudget", klog.KObj(pdb))
 		dc.enqueuePDB(logger, pdb)
@@ -326,7 +326,7 @@ func (dc *DisruptionController) podChanged(logger klog.Logger, pod *v1.Pod) {
 	}
 }
 
-func (dc *DisruptionController) deletePod(logger klog.Logger, obj interface{}) {
+func (dc *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
@@ -342,7 +342,7 @@ func (dc *DisruptionController) deletePod(logger klog.Logger, obj interface{}) {
 // getPDBForPod returns one budget selecting pod, or nil. Like upstream,
 // when several budgets select the pod only the first one the lister returns
 // is woken, and the pod gets a warning event.
-func (dc *DisruptionController) getPDBForPod(logger klog.Logger, pod *v1.Pod) *policy.PodDisruptionBudget {
+func (dc *Controller) getPDBForPod(logger klog.Logger, pod *v1.Pod) *policy.PodDisruptionBudget {
 	// The lister's only error is "nothing matches".
 	pdbs, err := dc.pdbLister.GetPodPodDisruptionBudgets(pod)
 	if err != nil || len(pdbs) == 0 {

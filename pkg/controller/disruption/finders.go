@@ -38,7 +38,7 @@ var scaleVersions = scaleclient.NewScaleConverter().ScaleVersions()
 
 // finders lists the finders in the order they are tried. Built-in kinds are
 // read from listers; only the rest goes to the scale subresource.
-func (dc *DisruptionController) finders() []podControllerFinder {
+func (dc *Controller) finders() []podControllerFinder {
 	return []podControllerFinder{
 		dc.getPodReplicationController,
 		dc.getPodDeployment,
@@ -68,7 +68,7 @@ func replicasOrDefault(r *int32) int32 {
 
 // getPodReplicaSet handles ReplicaSets that no Deployment controls (those
 // are counted through their Deployment by getPodDeployment).
-func (dc *DisruptionController) getPodReplicaSet(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
+func (dc *Controller) getPodReplicaSet(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
 	if ok, err := verifyGroupKind(ref, "ReplicaSet", rsGroups); !ok || err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (dc *DisruptionController) getPodReplicaSet(_ context.Context, ref *metav1.
 
 // getPodDeployment handles pods of a ReplicaSet controlled by a Deployment:
 // the Deployment's replicas count, whichever of its ReplicaSets owns the pod.
-func (dc *DisruptionController) getPodDeployment(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
+func (dc *Controller) getPodDeployment(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
 	if ok, err := verifyGroupKind(ref, "ReplicaSet", rsGroups); !ok || err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (dc *DisruptionController) getPodDeployment(_ context.Context, ref *metav1.
 	return &controllerAndScale{d.UID, replicasOrDefault(d.Spec.Replicas)}, nil
 }
 
-func (dc *DisruptionController) getPodReplicationController(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
+func (dc *Controller) getPodReplicationController(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
 	if ok, err := verifyGroupKind(ref, "ReplicationController", rcGroups); !ok || err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (dc *DisruptionController) getPodReplicationController(_ context.Context, r
 	return &controllerAndScale{rc.UID, replicasOrDefault(rc.Spec.Replicas)}, nil
 }
 
-func (dc *DisruptionController) getPodStatefulSet(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
+func (dc *Controller) getPodStatefulSet(_ context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
 	if ok, err := verifyGroupKind(ref, "StatefulSet", ssGroups); !ok || err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (dc *DisruptionController) getPodStatefulSet(_ context.Context, ref *metav1
 
 // getScaleController handles any other controller through its scale
 // subresource (custom resources, or built-ins not seen in the listers).
-func (dc *DisruptionController) getScaleController(ctx context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
+func (dc *Controller) getScaleController(ctx context.Context, ref *metav1.OwnerReference, namespace string) (*controllerAndScale, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func (dc *DisruptionController) getScaleController(ctx context.Context, ref *met
 
 // implementsScale asks discovery whether gvr serves a scale subresource in
 // a Scale version the scale client can decode.
-func (dc *DisruptionController) implementsScale(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+func (dc *Controller) implementsScale(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
 	list, err := dc.discoveryClient.ServerResourcesForGroupVersionWithContext(ctx, gvr.GroupVersion().String())
 	if err != nil {
 		return false, err

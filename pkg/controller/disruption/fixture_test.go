@@ -40,7 +40,7 @@ type fixture struct {
 	ctx      context.Context
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
-	dc       *DisruptionController
+	dc       *Controller
 	recorder *record.FakeRecorder
 	clock    *testingclock.FakeClock
 	scale    *scalefake.FakeScaleClient
@@ -73,7 +73,7 @@ func newFixture(t *testing.T) *fixture {
 		scale:    &scalefake.FakeScaleClient{},
 		disc:     &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}},
 	}
-	f.dc = NewDisruptionControllerInternal(f.ctx,
+	f.dc = NewControllerInternal(f.ctx,
 		factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
 		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(),
 		factory.Apps().V1().Deployments(), factory.Apps().V1().StatefulSets(),

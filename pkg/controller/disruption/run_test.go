@@ -27,7 +27,7 @@ func TestRunConverges(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	dc := NewDisruptionControllerInternal(ctx,
+	dc := NewControllerInternal(ctx,
 		factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
 		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(),
 		factory.Apps().V1().Deployments(), factory.Apps().V1().StatefulSets(),
@@ -81,7 +81,7 @@ func TestRunStopsWithoutCacheSync(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	dc := NewDisruptionController(ctx,
+	dc := NewController(ctx,
 		factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
 		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(),
 		factory.Apps().V1().Deployments(), factory.Apps().V1().StatefulSets(),

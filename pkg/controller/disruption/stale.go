@@ -30,7 +30,7 @@ func disruptionTargetCondition(pod *v1.Pod) *v1.PodCondition {
 // is left alone on pods being deleted (the disruption is happening), on
 // finished pods (nothing to gain from a write) and when the kubelet set it
 // (its termination may legitimately take arbitrarily long).
-func (dc *DisruptionController) stalePodDisruptionCondition(pod *v1.Pod) (bool, time.Duration) {
+func (dc *Controller) stalePodDisruptionCondition(pod *v1.Pod) (bool, time.Duration) {
 	if pod.DeletionTimestamp != nil {
 		return false, 0
 	}
@@ -44,7 +44,7 @@ func (dc *DisruptionController) stalePodDisruptionCondition(pod *v1.Pod) (bool, 
 
 // syncStalePodDisruption sets a stale DisruptionTarget condition to False
 // (dropping its reason and message) with a status update of the pod.
-func (dc *DisruptionController) syncStalePodDisruption(ctx context.Context, key string) error {
+func (dc *Controller) syncStalePodDisruption(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	start := dc.clock.Now()
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)

@@ -22,7 +22,7 @@ import (
 
 // sync recomputes one budget's status. When that fails for any reason but
 // a write conflict, it falls back to failSafe so evictions stop.
-func (dc *DisruptionController) sync(ctx context.Context, key string) error {
+func (dc *Controller) sync(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	start := dc.clock.Now()
 	defer func() {
@@ -55,7 +55,7 @@ func (dc *DisruptionController) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-func (dc *DisruptionController) trySync(ctx context.Context, pdb *policy.PodDisruptionBudget) error {
+func (dc *Controller) trySync(ctx context.Context, pdb *policy.PodDisruptionBudget) error {
 	logger := klog.FromContext(ctx)
 	pods, err := dc.getPodsForPDB(pdb)
 	if err != nil {
@@ -96,7 +96,7 @@ func (dc *DisruptionController) trySync(ctx context.Context, pdb *policy.PodDisr
 // getPodsForPDB lists the pods the budget selects. In policy/v1 an empty
 // selector selects every pod of the namespace, a missing one none. The
 // returned pods are the cache's and must not be modified.
-func (dc *DisruptionController) getPodsForPDB(pdb *policy.PodDisruptionBudget) ([]*v1.Pod, error) {
+func (dc *Controller) getPodsForPDB(pdb *policy.PodDisruptionBudget) ([]*v1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (dc *DisruptionController) getPodsForPDB(pdb *policy.PodDisruptionBudget) (
 // as they are; a percentage or any maxUnavailable counts the replicas the
 // pods' controllers want (pods without one are returned as unmanaged).
 // Percentages round up.
-func (dc *DisruptionController) getExpectedPodCount(ctx context.Context, pdb *policy.PodDisruptionBudget, pods []*v1.Pod) (expectedCount, desiredHealthy int32, unmanagedPods []string, err error) {
+func (dc *Controller) getExpectedPodCount(ctx context.Context, pdb *policy.PodDisruptionBudget, pods []*v1.Pod) (expectedCount, desiredHealthy int32, unmanagedPods []string, err error) {
 	switch {
 	case pdb.Spec.MaxUnavailable != nil:
 		expectedCount, unmanagedPods, err = dc.getExpectedScale(ctx, pods)
@@ -141,7 +141,7 @@ func (dc *DisruptionController) getExpectedPodCount(ctx context.Context, pdb *po
 // getExpectedScale sums the desired replicas of every distinct controller
 // of the pods. Pods without a controller are skipped and their names
 // returned; a controller no finder resolves is an error.
-func (dc *DisruptionController) getExpectedScale(ctx context.Context, pods []*v1.Pod) (int32, []string, error) {
+func (dc *Controller) getExpectedScale(ctx context.Context, pods []*v1.Pod) (int32, []string, error) {
 	scales := map[types.UID]int32{}
 	var unmanaged []string
 	for _, pod := range pods {
@@ -199,7 +199,7 @@ func countHealthyPods(pods []*v1.Pod, disruptedPods map[string]metav1.Time, now 
 // buildDisruptedPodMap keeps the status.disruptedPods entries that are still
 // pending: the pod exists, is not terminating yet and its entry has not
 // expired. It also returns when the earliest kept entry expires, if any.
-func (dc *DisruptionController) buildDisruptedPodMap(logger klog.Logger, pods []*v1.Pod, pdb *policy.PodDisruptionBudget, now time.Time) (map[string]metav1.Time, *time.Time) {
+func (dc *Controller) buildDisruptedPodMap(logger klog.Logger, pods []*v1.Pod, pdb *policy.PodDisruptionBudget, now time.Time) (map[string]metav1.Time, *time.Time) {
 	result := map[string]metav1.Time{}
 	old := pdb.Status.DisruptedPods
 	if old == nil {
@@ -235,7 +235,7 @@ func (dc *DisruptionController) buildDisruptedPodMap(logger klog.Logger, pods []
 // failSafe sets disruptionsAllowed to 0 with a SyncFailed condition when the
 // status could not be computed: failing closed keeps the eviction handler
 // from granting a disruption that might not be safe.
-func (dc *DisruptionController) failSafe(ctx context.Context, pdb *policy.PodDisruptionBudget, cause error) error {
+func (dc *Controller) failSafe(ctx context.Context, pdb *policy.PodDisruptionBudget, cause error) error {
 	newPDB := pdb.DeepCopy()
 	newPDB.Status.DisruptionsAllowed = 0
 	if newPDB.Status.Conditions == nil {
@@ -253,7 +253,7 @@ func (dc *DisruptionController) failSafe(ctx context.Context, pdb *policy.PodDis
 
 // updatePDBStatus writes the computed status unless the budget already has
 // it. Other controllers' conditions are kept.
-func (dc *DisruptionController) updatePDBStatus(ctx context.Context, pdb *policy.PodDisruptionBudget, currentHealthy, desiredHealthy, expectedCount int32, disruptedPods map[string]metav1.Time) error {
+func (dc *Controller) updatePDBStatus(ctx context.Context, pdb *policy.PodDisruptionBudget, currentHealthy, desiredHealthy, expectedCount int32, disruptedPods map[string]metav1.Time) error {
 	// With no expected pods nothing is allowed: a budget whose first pods
 	// just appeared must be safe before this controller has seen them.
 	disruptionsAllowed := currentHealthy - desiredHealthy
@@ -288,7 +288,7 @@ func (dc *DisruptionController) updatePDBStatus(ctx context.Context, pdb *policy
 
 // updateStatus writes the status once; a failure is retried by the queue
 // from fresh cache data, never by re-sending this (possibly stale) object.
-func (dc *DisruptionController) updateStatus(ctx context.Context, pdb *policy.PodDisruptionBudget) error {
+func (dc *Controller) updateStatus(ctx context.Context, pdb *policy.PodDisruptionBudget) error {
 	_, err := dc.kubeClient.PolicyV1().PodDisruptionBudgets(pdb.Namespace).UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
 	return err
 }

@@ -66,8 +66,8 @@ type Controller struct {
 	endpointUpdatesBatchPeriod time.Duration
 }
 
-// NewEndpointController wires the controller to its informers.
-func NewEndpointController(ctx context.Context, podInformer coreinformers.PodInformer, serviceInformer coreinformers.ServiceInformer,
+// NewController wires the controller to its informers.
+func NewController(ctx context.Context, podInformer coreinformers.PodInformer, serviceInformer coreinformers.ServiceInformer,
 	endpointsInformer coreinformers.EndpointsInformer, client clientset.Interface, endpointUpdatesBatchPeriod time.Duration) *Controller {
 	broadcaster, recorder := controller.NewEventRecorder(ctx, ControllerName)
 	e := &Controller{

@@ -28,7 +28,7 @@ func newFixture(t *testing.T) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := NewEndpointController(ctx, factory.Core().V1().Pods(), factory.Core().V1().Services(), factory.Core().V1().Endpoints(), client, 0)
+	c := NewController(ctx, factory.Core().V1().Pods(), factory.Core().V1().Services(), factory.Core().V1().Endpoints(), client, 0)
 	t.Cleanup(func() {
 		c.queue.ShutDown()
 		c.podQueue.ShutDown()

@@ -36,8 +36,8 @@ const queueName = "namespace"
 // etcd members see last-moment creations before we clean up.
 const deletionGracePeriod = 5 * time.Second
 
-// NamespaceController empties and finalizes namespaces being deleted.
-type NamespaceController struct {
+// Controller empties and finalizes namespaces being deleted.
+type Controller struct {
 	lister       corelisters.NamespaceLister
 	listerSynced cache.InformerSynced
 	queue        workqueue.TypedRateLimitingInterface[string]
@@ -50,19 +50,19 @@ type NamespaceController struct {
 	podsLeft *podCountdown
 }
 
-// NewNamespaceController wires the controller to the namespace informer.
+// NewController wires the controller to the namespace informer.
 // discoverResourcesFn is normally the discovery client's
 // ServerPreferredNamespacedResources; it is called once here (the process
 // exits if it yields nothing, as upstream) and on every sync.
-func NewNamespaceController(
+func NewController(
 	ctx context.Context,
 	kubeClient clientset.Interface,
 	metadataClient metadata.Interface,
 	discoverResourcesFn func() ([]*metav1.APIResourceList, error),
 	namespaceInformer coreinformers.NamespaceInformer,
 	resyncPeriod time.Duration,
-	finalizerToken v1.FinalizerName) *NamespaceController {
-	nc := &NamespaceController{
+	finalizerToken v1.FinalizerName) *Controller {
+	nc := &Controller{
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName}),
 		deleter: deletion.NewNamespacedResourcesDeleter(ctx, kubeClient.CoreV1().Namespaces(), metadataClient,
@@ -90,7 +90,7 @@ func rateLimiter() workqueue.TypedRateLimiter[string] {
 }
 
 // enqueue queues namespaces that are being deleted, after the grace period.
-func (nc *NamespaceController) enqueue(ctx context.Context, obj interface{}) {
+func (nc *Controller) enqueue(ctx context.Context, obj interface{}) {
 	ns, ok := obj.(*v1.Namespace)
 	if !ok {
 		return
@@ -108,14 +108,14 @@ func (nc *NamespaceController) enqueue(ctx context.Context, obj interface{}) {
 
 // Run waits for the namespace cache and syncs with workers goroutines until
 // ctx is cancelled.
-func (nc *NamespaceController) Run(ctx context.Context, workers int) {
+func (nc *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	loop := nc.workLoop()
 	loop.Run(ctx, workers, nc.listerSynced)
 }
 
 // workLoop drains nc.queue (read when called: tests swap the queue).
-func (nc *NamespaceController) workLoop() *controller.WorkLoop[string] {
+func (nc *Controller) workLoop() *controller.WorkLoop[string] {
 	return &controller.WorkLoop[string]{Name: queueName, Queue: nc.queue, Sync: nc.syncItem}
 }
 
@@ -123,7 +123,7 @@ func (nc *NamespaceController) workLoop() *controller.WorkLoop[string] {
 // after half its estimate plus a second, well before the longest grace
 // period runs out. That wait keeps the key's backoff, as upstream's
 // AddAfter does; failures retry with backoff rather than wait for a resync.
-func (nc *NamespaceController) syncItem(ctx context.Context, key string) error {
+func (nc *Controller) syncItem(ctx context.Context, key string) error {
 	err := nc.syncNamespace(ctx, key)
 	var remaining *deletion.ResourcesRemainingError
 	if !errors.As(err, &remaining) {
@@ -138,7 +138,7 @@ func (nc *NamespaceController) syncItem(ctx context.Context, key string) error {
 }
 
 // syncNamespace runs one deletion pass over the namespace named key.
-func (nc *NamespaceController) syncNamespace(ctx context.Context, key string) error {
+func (nc *Controller) syncNamespace(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	defer func() {

@@ -51,7 +51,7 @@ func discoverCore() ([]*metav1.APIResourceList, error) {
 	}}}, nil
 }
 
-func newTestController(t *testing.T, objs ...*v1.Namespace) (*NamespaceController, *recordingQueue, *fake.Clientset, informers.SharedInformerFactory) {
+func newTestController(t *testing.T, objs ...*v1.Namespace) (*Controller, *recordingQueue, *fake.Clientset, informers.SharedInformerFactory) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	kube := fake.NewClientset()
@@ -60,7 +60,7 @@ func newTestController(t *testing.T, objs ...*v1.Namespace) (*NamespaceControlle
 	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	md := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
-	nc := NewNamespaceController(ctx, kube, md, discoverCore, factory.Core().V1().Namespaces(), 5*time.Minute, v1.FinalizerKubernetes)
+	nc := NewController(ctx, kube, md, discoverCore, factory.Core().V1().Namespaces(), 5*time.Minute, v1.FinalizerKubernetes)
 	q := &recordingQueue{TypedRateLimitingInterface: nc.queue, after: map[string]time.Duration{}}
 	nc.queue = q
 	t.Cleanup(nc.queue.ShutDown)

@@ -13,7 +13,7 @@ import (
 // longest grace period (upstream polls on that estimate alone, so a
 // namespace whose pods are gone in a second still waits ~16s). The poll
 // stays as the fallback, so nothing depends on the wake-up.
-func (nc *NamespaceController) WakeWhenPodsGone(pods coreinformers.PodInformer) {
+func (nc *Controller) WakeWhenPodsGone(pods coreinformers.PodInformer) {
 	indexer := pods.Informer().GetIndexer()
 	nc.podsLeft = &podCountdown{
 		waiting: map[string]int{},

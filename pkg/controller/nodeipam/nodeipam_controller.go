@@ -62,11 +62,11 @@ type Controller struct {
 	loop  controller.WorkLoop[string]
 }
 
-// NewNodeIpamController checks cfg, lists the nodes and occupies the CIDRs
+// NewController checks cfg, lists the nodes and occupies the CIDRs
 // they already have, so no CIDR in use is handed out again. It fails if a
 // node holds a CIDR outside the cluster CIDRs: upstream treats that as
 // fatal since node CIDRs cannot change.
-func NewNodeIpamController(ctx context.Context, nodeInformer coreinformers.NodeInformer, kubeClient clientset.Interface, cfg Config) (*Controller, error) {
+func NewController(ctx context.Context, nodeInformer coreinformers.NodeInformer, kubeClient clientset.Interface, cfg Config) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	if kubeClient == nil {
 		return nil, errors.New("kubeClient is nil when starting Controller")

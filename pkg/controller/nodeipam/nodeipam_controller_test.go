@@ -83,7 +83,7 @@ func newFixture(t *testing.T, cfg Config, existing ...*v1.Node) *fixture {
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nodeInformer := factory.Core().V1().Nodes()
-	c, err := NewNodeIpamController(ctx, nodeInformer, client, cfg)
+	c, err := NewController(ctx, nodeInformer, client, cfg)
 	if err != nil {
 		t.Fatalf("NewNodeIpamController: %v", err)
 	}
@@ -203,7 +203,7 @@ func TestNewNodeIpamControllerErrors(t *testing.T) {
 			}
 			client := fake.NewClientset(objs...)
 			factory := informers.NewSharedInformerFactory(client, 0)
-			_, err := NewNodeIpamController(ctx, factory.Core().V1().Nodes(), client, tc.cfg)
+			_, err := NewController(ctx, factory.Core().V1().Nodes(), client, tc.cfg)
 			if err == nil || err.Error() != tc.wantErr {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}
@@ -214,7 +214,7 @@ func TestNewNodeIpamControllerErrors(t *testing.T) {
 func TestNewNodeIpamControllerNilClient(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	_, err := NewNodeIpamController(ctx, factory.Core().V1().Nodes(), nil, config(t, "10.0.0.0/16", 24))
+	_, err := NewController(ctx, factory.Core().V1().Nodes(), nil, config(t, "10.0.0.0/16", 24))
 	if err == nil || err.Error() != "kubeClient is nil when starting Controller" {
 		t.Fatalf("err %v", err)
 	}
@@ -231,7 +231,7 @@ func TestNewNodeIpamControllerListFails(t *testing.T) {
 		return true, nil, errors.New("injected")
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	_, err := NewNodeIpamController(ctx, factory.Core().V1().Nodes(), client, config(t, "10.0.0.0/16", 24))
+	_, err := NewController(ctx, factory.Core().V1().Nodes(), client, config(t, "10.0.0.0/16", 24))
 	if err == nil || err.Error() != "failed to list all nodes in 10m0s, cannot proceed without updating CIDR map" {
 		t.Fatalf("err %v", err)
 	}
@@ -481,7 +481,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(newNode("old", "10.0.0.0/24"))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewNodeIpamController(ctx, factory.Core().V1().Nodes(), client, config(t, "10.0.0.0/23", 24))
+	c, err := NewController(ctx, factory.Core().V1().Nodes(), client, config(t, "10.0.0.0/23", 24))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ var (
 var registerOnce sync.Once
 
 // Register adds the node_collector_* metrics to the legacy registry. It is
-// idempotent; NewNodeLifecycleController calls it.
+// idempotent; NewController calls it.
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(zoneHealth, zoneSize, unhealthyNodes, evictionsTotal,

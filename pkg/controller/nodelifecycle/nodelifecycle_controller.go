@@ -190,10 +190,10 @@ type Features struct {
 	LeaseCircuitBreaker bool
 }
 
-// NewNodeLifecycleController returns the controller; start it with Run.
+// NewController returns the controller; start it with Run.
 // The DaemonSet informer is only waited for, as upstream, so the shared
 // factory starts it.
-func NewNodeLifecycleController(
+func NewController(
 	ctx context.Context,
 	leaseInformer coordinformers.LeaseInformer,
 	podInformer coreinformers.PodInformer,

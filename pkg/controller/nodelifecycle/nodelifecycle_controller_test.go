@@ -35,7 +35,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Cleanup(cancel)
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	nc, err := NewNodeLifecycleController(ctx,
+	nc, err := NewController(ctx,
 		factory.Coordination().V1().Leases(), factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Apps().V1().DaemonSets(), client,
 		5*time.Second, time.Minute, 50*time.Second, 0.1, 0.01, 50, 0.55, Features{LeaseCircuitBreaker: true})
@@ -406,7 +406,7 @@ func TestLeaseCircuitBreakerFromConstructor(t *testing.T) {
 	for _, enabled := range []bool{false, true} {
 		client := fake.NewClientset()
 		factory := informers.NewSharedInformerFactory(client, 0)
-		nc, err := NewNodeLifecycleController(context.Background(),
+		nc, err := NewController(context.Background(),
 			factory.Coordination().V1().Leases(), factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 			factory.Apps().V1().DaemonSets(), client,
 			5*time.Second, time.Minute, 50*time.Second, 0.1, 0.01, 50, 0.55, Features{LeaseCircuitBreaker: enabled})

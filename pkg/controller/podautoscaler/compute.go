@@ -21,7 +21,7 @@ import (
 // with an error; it returns -1 when nothing usable is left: every metric
 // failed, or some failed and the rest would scale down (a failing metric
 // might have asked for more).
-func (a *HorizontalController) computeReplicasForMetrics(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, scale *autoscalingv1.Scale,
+func (a *Controller) computeReplicasForMetrics(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, scale *autoscalingv1.Scale,
 	metricSpecs []autoscalingv2.MetricSpec) (replicas int32, metric string, statuses []autoscalingv2.MetricStatus, timestamp time.Time, err error) {
 	selector, err := a.validateAndParseSelector(hpa, scale.Status.Selector)
 	if err != nil {
@@ -63,7 +63,7 @@ func (a *HorizontalController) computeReplicasForMetrics(ctx context.Context, hp
 // validateAndParseSelector parses the target's pod selector and makes sure
 // no other HPA selects the same pods, recording the selector for that
 // check. On failure ScalingActive is set False.
-func (a *HorizontalController) validateAndParseSelector(hpa *autoscalingv2.HorizontalPodAutoscaler, selector string) (labels.Selector, error) {
+func (a *Controller) validateAndParseSelector(hpa *autoscalingv2.HorizontalPodAutoscaler, selector string) (labels.Selector, error) {
 	if selector == "" {
 		msg := "selector is required"
 		a.eventRecorder.Event(hpa, v1.EventTypeWarning, "SelectorRequired", msg)
@@ -99,7 +99,7 @@ func (a *HorizontalController) validateAndParseSelector(hpa *autoscalingv2.Horiz
 
 // computeReplicasForMetric proposes a replica count for one metric, fills
 // its status and, on failure, returns the ScalingActive condition to set.
-func (a *HorizontalController) computeReplicasForMetric(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, spec autoscalingv2.MetricSpec,
+func (a *Controller) computeReplicasForMetric(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, spec autoscalingv2.MetricSpec,
 	specReplicas, statusReplicas int32, selector labels.Selector, status *autoscalingv2.MetricStatus) (proposal int32, name string,
 	timestamp time.Time, condition autoscalingv2.HorizontalPodAutoscalerCondition, err error) {
 	start := a.clock.Now()
@@ -159,7 +159,7 @@ func (a *HorizontalController) computeReplicasForMetric(ctx context.Context, hpa
 
 // unableToComputeCondition emits a warning event with reason and returns
 // the ScalingActive condition explaining the failure.
-func (a *HorizontalController) unableToComputeCondition(hpa runtime.Object, reason string, err error) autoscalingv2.HorizontalPodAutoscalerCondition {
+func (a *Controller) unableToComputeCondition(hpa runtime.Object, reason string, err error) autoscalingv2.HorizontalPodAutoscalerCondition {
 	a.eventRecorder.Event(hpa, v1.EventTypeWarning, reason, err.Error())
 	return autoscalingv2.HorizontalPodAutoscalerCondition{
 		Type:    autoscalingv2.ScalingActive,
@@ -176,7 +176,7 @@ func milliQuantity(v int64) *resource.Quantity {
 // computeStatusForObjectMetric handles a metric describing one object,
 // with a Value target (scaled by ready pods) or an AverageValue target
 // (per replica of the target's status).
-func (a *HorizontalController) computeStatusForObjectMetric(ctx context.Context, specReplicas, statusReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
+func (a *Controller) computeStatusForObjectMetric(ctx context.Context, specReplicas, statusReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
 	selector labels.Selector, status *autoscalingv2.MetricStatus, metricSelector labels.Selector) (int32, time.Time, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
 	src := spec.Object
 	ms := autoscalingv2.MetricStatus{
@@ -212,7 +212,7 @@ func (a *HorizontalController) computeStatusForObjectMetric(ctx context.Context,
 }
 
 // computeStatusForPodsMetric handles a custom metric averaged over pods.
-func (a *HorizontalController) computeStatusForPodsMetric(ctx context.Context, currentReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
+func (a *Controller) computeStatusForPodsMetric(ctx context.Context, currentReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
 	selector labels.Selector, status *autoscalingv2.MetricStatus, metricSelector labels.Selector) (int32, time.Time, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
 	src := spec.Pods
 	replicas, usage, ts, err := a.replicaCalc.GetMetricReplicas(ctx, currentReplicas, src.Target.AverageValue.MilliValue(), src.Metric.Name, a.tolerancesForHpa(hpa), hpa.Namespace, selector, metricSelector)
@@ -232,7 +232,7 @@ func (a *HorizontalController) computeStatusForPodsMetric(ctx context.Context, c
 // computeResourceMetric handles a resource metric of the whole pods
 // (container "") or of one container, with an AverageValue or an
 // AverageUtilization target.
-func (a *HorizontalController) computeResourceMetric(ctx context.Context, currentReplicas int32, target autoscalingv2.MetricTarget, res v1.ResourceName,
+func (a *Controller) computeResourceMetric(ctx context.Context, currentReplicas int32, target autoscalingv2.MetricTarget, res v1.ResourceName,
 	hpa *autoscalingv2.HorizontalPodAutoscaler, container string, selector labels.Selector, sourceType autoscalingv2.MetricSourceType) (int32, *autoscalingv2.MetricValueStatus, time.Time, string, error) {
 	tolerances := a.tolerancesForHpa(hpa)
 	if target.AverageValue != nil {
@@ -268,7 +268,7 @@ func buildQuantity(res v1.ResourceName, milli int64) resource.Quantity {
 	return *resource.NewMilliQuantity(milli, format)
 }
 
-func (a *HorizontalController) computeStatusForResourceMetric(ctx context.Context, currentReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
+func (a *Controller) computeStatusForResourceMetric(ctx context.Context, currentReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
 	selector labels.Selector, status *autoscalingv2.MetricStatus) (int32, time.Time, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
 	replicas, current, ts, name, err := a.computeResourceMetric(ctx, currentReplicas, spec.Resource.Target, spec.Resource.Name, hpa, "", selector, autoscalingv2.ResourceMetricSourceType)
 	if err != nil {
@@ -281,7 +281,7 @@ func (a *HorizontalController) computeStatusForResourceMetric(ctx context.Contex
 	return replicas, ts, name, autoscalingv2.HorizontalPodAutoscalerCondition{}, nil
 }
 
-func (a *HorizontalController) computeStatusForContainerResourceMetric(ctx context.Context, currentReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
+func (a *Controller) computeStatusForContainerResourceMetric(ctx context.Context, currentReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
 	selector labels.Selector, status *autoscalingv2.MetricStatus) (int32, time.Time, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
 	src := spec.ContainerResource
 	replicas, current, ts, name, err := a.computeResourceMetric(ctx, currentReplicas, src.Target, src.Name, hpa, src.Container, selector, autoscalingv2.ContainerResourceMetricSourceType)
@@ -298,7 +298,7 @@ func (a *HorizontalController) computeStatusForContainerResourceMetric(ctx conte
 // computeStatusForExternalMetric handles a metric from outside the
 // cluster, with an AverageValue target (per replica of the target's
 // status) or a Value target (scaled by ready pods).
-func (a *HorizontalController) computeStatusForExternalMetric(ctx context.Context, specReplicas, statusReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
+func (a *Controller) computeStatusForExternalMetric(ctx context.Context, specReplicas, statusReplicas int32, spec autoscalingv2.MetricSpec, hpa *autoscalingv2.HorizontalPodAutoscaler,
 	selector labels.Selector, status *autoscalingv2.MetricStatus) (int32, time.Time, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
 	src := spec.External
 	tolerances := a.tolerancesForHpa(hpa)

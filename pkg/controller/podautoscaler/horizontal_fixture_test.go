@@ -118,7 +118,7 @@ type fixture struct {
 	scales   *fakescale.FakeScaleClient
 	target   *scaleTarget
 	metrics  *fakeMetrics
-	ctrl     *HorizontalController
+	ctrl     *Controller
 	recorder *record.FakeRecorder
 	clock    *testingclock.FakeClock
 	monitor  *recordingMonitor
@@ -168,7 +168,7 @@ func newFixtureWith(t *testing.T, features Features, replicas int32, hpas ...*au
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
 	hpaInformer := f.factory.Autoscaling().V2().HorizontalPodAutoscalers()
 	podInformer := f.factory.Core().V1().Pods()
-	f.ctrl = NewHorizontalController(ctx, f.client.CoreV1(), f.scales, f.client.AutoscalingV2(), testMapper(), f.metrics,
+	f.ctrl = NewController(ctx, f.client.CoreV1(), f.scales, f.client.AutoscalingV2(), testMapper(), f.metrics,
 		hpaInformer, podInformer, 15*time.Second, 5*time.Minute, testTolerance, testCPUInit, testReadyDelay, features)
 	f.recorder = record.NewFakeRecorder(100)
 	f.ctrl.eventRecorder = f.recorder

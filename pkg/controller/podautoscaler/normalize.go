@@ -17,7 +17,7 @@ const (
 
 // recordInitialRecommendation seeds an HPA's history with the current
 // replica count, so a fresh controller does not scale down at once.
-func (a *HorizontalController) recordInitialRecommendation(currentReplicas int32, key string) {
+func (a *Controller) recordInitialRecommendation(currentReplicas int32, key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.recommendations[key] == nil {
@@ -28,7 +28,7 @@ func (a *HorizontalController) recordInitialRecommendation(currentReplicas int32
 // stabilizeRecommendation records proposal and returns the highest
 // proposal of the downscale stabilization window: scale-downs wait until
 // the window holds nothing higher. An expired entry is reused.
-func (a *HorizontalController) stabilizeRecommendation(key string, proposal int32) int32 {
+func (a *Controller) stabilizeRecommendation(key string, proposal int32) int32 {
 	now := a.clock.Now()
 	cutoff := now.Add(-a.downscaleStabilisationWindow)
 	highest := proposal
@@ -49,7 +49,7 @@ func (a *HorizontalController) stabilizeRecommendation(key string, proposal int3
 
 // storeRecommendation puts rec at index reuse of key's history, or appends
 // it when reuse is negative. a.mu must be held.
-func (a *HorizontalController) storeRecommendation(key string, reuse int, rec timestampedRecommendation) {
+func (a *Controller) storeRecommendation(key string, reuse int, rec timestampedRecommendation) {
 	if reuse >= 0 {
 		a.recommendations[key][reuse] = rec
 		return
@@ -59,7 +59,7 @@ func (a *HorizontalController) storeRecommendation(key string, reuse int, rec ti
 
 // normalizeDesiredReplicas stabilizes and bounds a proposal for an HPA
 // without a behavior, setting AbleToScale and ScalingLimited to explain.
-func (a *HorizontalController) normalizeDesiredReplicas(hpa *autoscalingv2.HorizontalPodAutoscaler, key string, currentReplicas, proposal, minReplicas int32) int32 {
+func (a *Controller) normalizeDesiredReplicas(hpa *autoscalingv2.HorizontalPodAutoscaler, key string, currentReplicas, proposal, minReplicas int32) int32 {
 	stabilized := a.stabilizeRecommendation(key, proposal)
 	if stabilized != proposal {
 		setCondition(hpa, autoscalingv2.AbleToScale, v1.ConditionTrue, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation")
@@ -119,7 +119,7 @@ type normalizationArg struct {
 // normalizeDesiredReplicasWithBehaviors stabilizes a proposal over the
 // behavior's windows, then bounds it by min/max and the policies' rates,
 // setting AbleToScale and ScalingLimited to explain.
-func (a *HorizontalController) normalizeDesiredReplicasWithBehaviors(hpa *autoscalingv2.HorizontalPodAutoscaler, key string, currentReplicas, proposal, minReplicas int32) int32 {
+func (a *Controller) normalizeDesiredReplicasWithBehaviors(hpa *autoscalingv2.HorizontalPodAutoscaler, key string, currentReplicas, proposal, minReplicas int32) int32 {
 	a.maybeInitScaleDownStabilizationWindow(hpa)
 	arg := normalizationArg{
 		Key:               key,
@@ -145,7 +145,7 @@ func (a *HorizontalController) normalizeDesiredReplicasWithBehaviors(hpa *autosc
 // maybeInitScaleDownStabilizationWindow applies the controller's
 // --horizontal-pod-autoscaler-downscale-stabilization to a scale-down rule
 // that sets no window of its own.
-func (a *HorizontalController) maybeInitScaleDownStabilizationWindow(hpa *autoscalingv2.HorizontalPodAutoscaler) {
+func (a *Controller) maybeInitScaleDownStabilizationWindow(hpa *autoscalingv2.HorizontalPodAutoscaler) {
 	b := hpa.Spec.Behavior
 	if b != nil && b.ScaleDown != nil && b.ScaleDown.StabilizationWindowSeconds == nil {
 		seconds := int32(a.downscaleStabilisationWindow.Seconds())
@@ -157,7 +157,7 @@ func (a *HorizontalController) maybeInitScaleDownStabilizationWindow(hpa *autosc
 // current count no further than every proposal of the windows agrees: up
 // to the lowest of the scale-up window, down to the highest of the
 // scale-down window.
-func (a *HorizontalController) stabilizeRecommendationWithBehaviors(arg normalizationArg) (int32, string, string) {
+func (a *Controller) stabilizeRecommendationWithBehaviors(arg normalizationArg) (int32, string, string) {
 	now := a.clock.Now()
 	upCutoff := now.Add(-time.Second * time.Duration(*arg.ScaleUpBehavior.StabilizationWindowSeconds))
 	downCutoff := now.Add(-time.Second * time.Duration(*arg.ScaleDownBehavior.StabilizationWindowSeconds))
@@ -196,7 +196,7 @@ func (a *HorizontalController) stabilizeRecommendationWithBehaviors(arg normaliz
 // convertDesiredReplicasWithBehaviorRate bounds a stabilized proposal by
 // min/max and by what the scaling policies allow given the recent
 // rescales.
-func (a *HorizontalController) convertDesiredReplicasWithBehaviorRate(arg normalizationArg) (int32, string, string) {
+func (a *Controller) convertDesiredReplicasWithBehaviorRate(arg normalizationArg) (int32, string, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ups, downs := a.scaleUpEvents[arg.Key], a.scaleDownEvents[arg.Key]
@@ -306,7 +306,7 @@ func maxInt32(a, b int32) int32 { return max(a, b) }
 
 // storeScaleEvent records a rescale for the behavior's rate limits,
 // reusing an entry older than the longest policy period.
-func (a *HorizontalController) storeScaleEvent(behavior *autoscalingv2.HorizontalPodAutoscalerBehavior, key string, prevReplicas, newReplicas int32) {
+func (a *Controller) storeScaleEvent(behavior *autoscalingv2.HorizontalPodAutoscalerBehavior, key string, prevReplicas, newReplicas int32) {
 	if behavior == nil {
 		// Only the policies read the events.
 		return

@@ -58,8 +58,8 @@ type timestampedScaleEvent struct {
 	outdated      bool
 }
 
-// HorizontalController reconciles HorizontalPodAutoscalers.
-type HorizontalController struct {
+// Controller reconciles HorizontalPodAutoscalers.
+type Controller struct {
 	scaleNamespacer scaleclient.ScalesGetter
 	hpaNamespacer   autoscalingclient.HorizontalPodAutoscalersGetter
 	evtNamespacer   v1core.EventsGetter
@@ -124,11 +124,11 @@ type Features struct {
 	StaleControllerConsistency bool
 }
 
-// NewHorizontalController wires the controller. resyncPeriod is how often
+// NewController wires the controller. resyncPeriod is how often
 // each HPA is reconciled; downscaleStabilisationWindow, tolerance,
 // cpuInitializationPeriod and delayOfInitialReadinessStatus are the
 // --horizontal-pod-autoscaler-* settings of the same names.
-func NewHorizontalController(
+func NewController(
 	ctx context.Context,
 	evtNamespacer v1core.EventsGetter,
 	scaleNamespacer scaleclient.ScalesGetter,
@@ -143,12 +143,12 @@ func NewHorizontalController(
 	cpuInitializationPeriod,
 	delayOfInitialReadinessStatus time.Duration,
 	features Features,
-) *HorizontalController {
+) *Controller {
 	logger := klog.FromContext(ctx)
 	registerMetrics()
 	broadcaster, recorder := controller.NewEventRecorder(ctx, eventComponent)
 
-	a := &HorizontalController{
+	a := &Controller{
 		scaleNamespacer:              scaleNamespacer,
 		hpaNamespacer:                hpaNamespacer,
 		evtNamespacer:                evtNamespacer,
@@ -201,7 +201,7 @@ func NewHorizontalController(
 
 // Run sends events, waits for the caches and reconciles with workers
 // goroutines until ctx is cancelled.
-func (a *HorizontalController) Run(ctx context.Context, workers int) {
+func (a *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	a.eventBroadcaster.StartStructuredLogging(3)
 	a.eventBroadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: a.evtNamespacer.Events("")})
@@ -212,7 +212,7 @@ func (a *HorizontalController) Run(ctx context.Context, workers int) {
 // updateHPA reacts at once to a spec change (a new generation) but leaves
 // other updates, such as our own status writes, to the periodic resync so
 // they cannot cause a hot loop.
-func (a *HorizontalController) updateHPA(old, cur interface{}) {
+func (a *Controller) updateHPA(old, cur interface{}) {
 	oldHPA, ok1 := old.(*autoscalingv2.HorizontalPodAutoscaler)
 	curHPA, ok2 := cur.(*autoscalingv2.HorizontalPodAutoscaler)
 	if ok1 && ok2 && oldHPA.Generation != curHPA.Generation &&
@@ -223,7 +223,7 @@ func (a *HorizontalController) updateHPA(old, cur interface{}) {
 	a.enqueueRateLimited(cur)
 }
 
-func (a *HorizontalController) enqueueRateLimited(obj interface{}) {
+func (a *Controller) enqueueRateLimited(obj interface{}) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -235,7 +235,7 @@ func (a *HorizontalController) enqueueRateLimited(obj interface{}) {
 // enqueueHPA queues an HPA for immediate reconciliation. A new HPA is
 // registered with a selector matching nothing until its first
 // reconciliation knows the real one, so that reconciliation can update it.
-func (a *HorizontalController) enqueueHPA(obj interface{}) {
+func (a *Controller) enqueueHPA(obj interface{}) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -247,7 +247,7 @@ func (a *HorizontalController) enqueueHPA(obj interface{}) {
 	a.queue.Add(key)
 }
 
-func (a *HorizontalController) deleteHPA(obj interface{}) {
+func (a *Controller) deleteHPA(obj interface{}) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -265,7 +265,7 @@ func (a *HorizontalController) deleteHPA(obj interface{}) {
 // sync reconciles one HPA and, unless it is gone, schedules the next
 // reconciliation one sync period later. Errors are only logged: the next
 // period is the retry.
-func (a *HorizontalController) sync(ctx context.Context, key string) error {
+func (a *Controller) sync(ctx context.Context, key string) error {
 	deleted, err := a.reconcileKey(ctx, key)
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Failed to reconcile HorizontalPodAutoscaler", "key", key)
@@ -280,7 +280,7 @@ func (a *HorizontalController) sync(ctx context.Context, key string) error {
 
 // reconcileKey reconciles the HPA behind key and reports whether it no
 // longer exists.
-func (a *HorizontalController) reconcileKey(ctx context.Context, key string) (deleted bool, err error) {
+func (a *Controller) reconcileKey(ctx context.Context, key string) (deleted bool, err error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return true, err
@@ -308,7 +308,7 @@ func (a *HorizontalController) reconcileKey(ctx context.Context, key string) (de
 }
 
 // forget drops the history of a deleted HPA.
-func (a *HorizontalController) forget(key string) {
+func (a *Controller) forget(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.recommendations, key)

@@ -35,7 +35,7 @@ func errorLabelFor(err error) errorLabel {
 
 // reconcileAutoscaler brings the HPA's target to the replica count its
 // metrics call for and records the outcome in the HPA's status.
-func (a *HorizontalController) reconcileAutoscaler(ctx context.Context, hpaShared *autoscalingv2.HorizontalPodAutoscaler, key string) (retErr error) {
+func (a *Controller) reconcileAutoscaler(ctx context.Context, hpaShared *autoscalingv2.HorizontalPodAutoscaler, key string) (retErr error) {
 	action := actionNone
 	start := a.clock.Now()
 	defer func() {
@@ -166,7 +166,7 @@ func (a *HorizontalController) reconcileAutoscaler(ctx context.Context, hpaShare
 // getTargetScale reads the scale subresource of the HPA's target, trying
 // each resource its kind maps to. A failure is reported as AbleToScale
 // False (FailedGetScale) and a warning event.
-func (a *HorizontalController) getTargetScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, originalStatus *autoscalingv2.HorizontalPodAutoscalerStatus, reference string) (*autoscalingv1.Scale, schema.GroupResource, error) {
+func (a *Controller) getTargetScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, originalStatus *autoscalingv2.HorizontalPodAutoscalerStatus, reference string) (*autoscalingv1.Scale, schema.GroupResource, error) {
 	ref := hpa.Spec.ScaleTargetRef
 	targetGV, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
@@ -188,7 +188,7 @@ func (a *HorizontalController) getTargetScale(ctx context.Context, hpa *autoscal
 
 // normalizeProposal turns the metrics' proposal into the replica count to
 // apply (stabilized and bounded) and the reason to give for a change.
-func (a *HorizontalController) normalizeProposal(hpa *autoscalingv2.HorizontalPodAutoscaler, key string, currentReplicas, proposal, minReplicas int32, metricName string, scaledToZero bool) (int32, string) {
+func (a *Controller) normalizeProposal(hpa *autoscalingv2.HorizontalPodAutoscaler, key string, currentReplicas, proposal, minReplicas int32, metricName string, scaledToZero bool) (int32, string) {
 	// A zero proposal names no metric.
 	desired, rescaleMetric := int32(0), ""
 	if proposal > 0 {
@@ -219,7 +219,7 @@ func (a *HorizontalController) normalizeProposal(hpa *autoscalingv2.HorizontalPo
 // setScaledToZeroCondition records, on every rescale, whether this
 // controller took the workload to zero: only then may it later bring it
 // back. Without the feature the condition is dropped.
-func (a *HorizontalController) setScaledToZeroCondition(hpa *autoscalingv2.HorizontalPodAutoscaler, enabled bool, currentReplicas, desiredReplicas, minReplicas int32, hasObjectOrExternal bool) {
+func (a *Controller) setScaledToZeroCondition(hpa *autoscalingv2.HorizontalPodAutoscaler, enabled bool, currentReplicas, desiredReplicas, minReplicas int32, hasObjectOrExternal bool) {
 	switch {
 	case !enabled:
 		removeCondition(hpa, autoscalingv2.ScaledToZero)
@@ -231,7 +231,7 @@ func (a *HorizontalController) setScaledToZeroCondition(hpa *autoscalingv2.Horiz
 }
 
 // failedGetScale reports that the target's scale could not be read.
-func (a *HorizontalController) failedGetScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, originalStatus *autoscalingv2.HorizontalPodAutoscalerStatus, err error) {
+func (a *Controller) failedGetScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, originalStatus *autoscalingv2.HorizontalPodAutoscalerStatus, err error) {
 	a.eventRecorder.Event(hpa, v1.EventTypeWarning, "FailedGetScale", err.Error())
 	setCondition(hpa, autoscalingv2.AbleToScale, v1.ConditionFalse, "FailedGetScale", "the HPA controller was unable to get the target's current scale: %v", err)
 	if err := a.updateStatusIfNeeded(ctx, originalStatus, hpa); err != nil {
@@ -241,7 +241,7 @@ func (a *HorizontalController) failedGetScale(ctx context.Context, hpa *autoscal
 
 // scaleForResourceMappings returns the scale of the first mapping that
 // serves one, or the first mapping's error.
-func (a *HorizontalController) scaleForResourceMappings(ctx context.Context, namespace, name string, mappings []*apimeta.RESTMapping) (*autoscalingv1.Scale, schema.GroupResource, error) {
+func (a *Controller) scaleForResourceMappings(ctx context.Context, namespace, name string, mappings []*apimeta.RESTMapping) (*autoscalingv1.Scale, schema.GroupResource, error) {
 	var firstErr error
 	for i, m := range mappings {
 		gr := m.Resource.GroupResource()
@@ -262,7 +262,7 @@ func (a *HorizontalController) scaleForResourceMappings(ctx context.Context, nam
 // updateScale writes replicas to the target's scale, re-reading the scale
 // after a conflict. scale is fresh from the API server, not a cache, so it
 // may be modified.
-func (a *HorizontalController) updateScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, scale *autoscalingv1.Scale, gr schema.GroupResource, replicas int32) error {
+func (a *Controller) updateScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, scale *autoscalingv1.Scale, gr schema.GroupResource, replicas int32) error {
 	scales := a.scaleNamespacer.Scales(hpa.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		scale.Spec.Replicas = replicas

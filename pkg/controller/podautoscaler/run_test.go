@@ -38,7 +38,7 @@ func TestRun(t *testing.T) {
 	m := &fakeMetrics{resource: sameLevels(300, 500, 700)}
 
 	factory := informers.NewSharedInformerFactory(client, time.Hour)
-	a := NewHorizontalController(ctx, client.CoreV1(), scales, client.AutoscalingV2(), testMapper(), m,
+	a := NewController(ctx, client.CoreV1(), scales, client.AutoscalingV2(), testMapper(), m,
 		factory.Autoscaling().V2().HorizontalPodAutoscalers(), factory.Core().V1().Pods(),
 		50*time.Millisecond, 0, testTolerance, testCPUInit, testReadyDelay, v137Features)
 	clk := testingclock.NewFakeClock(testNow)

@@ -14,13 +14,13 @@ import (
 
 // setCurrentReplicasAndMetricsInStatus refreshes the observed replicas and
 // metrics after a failure, keeping the last desired count.
-func (a *HorizontalController) setCurrentReplicasAndMetricsInStatus(hpa *autoscalingv2.HorizontalPodAutoscaler, currentReplicas int32, metricStatuses []autoscalingv2.MetricStatus) {
+func (a *Controller) setCurrentReplicasAndMetricsInStatus(hpa *autoscalingv2.HorizontalPodAutoscaler, currentReplicas int32, metricStatuses []autoscalingv2.MetricStatus) {
 	a.setStatus(hpa, currentReplicas, hpa.Status.DesiredReplicas, metricStatuses, false)
 }
 
 // setStatus rebuilds the status from this reconciliation, keeping the
 // conditions and, unless it rescaled now, the last scale time.
-func (a *HorizontalController) setStatus(hpa *autoscalingv2.HorizontalPodAutoscaler, currentReplicas, desiredReplicas int32, metricStatuses []autoscalingv2.MetricStatus, rescale bool) {
+func (a *Controller) setStatus(hpa *autoscalingv2.HorizontalPodAutoscaler, currentReplicas, desiredReplicas int32, metricStatuses []autoscalingv2.MetricStatus, rescale bool) {
 	hpa.Status = autoscalingv2.HorizontalPodAutoscalerStatus{
 		CurrentReplicas: currentReplicas,
 		DesiredReplicas: desiredReplicas,
@@ -40,14 +40,14 @@ func (a *HorizontalController) setStatus(hpa *autoscalingv2.HorizontalPodAutosca
 
 // updateStatusIfNeeded writes the HPA's status unless it equals
 // oldStatus.
-func (a *HorizontalController) updateStatusIfNeeded(ctx context.Context, oldStatus *autoscalingv2.HorizontalPodAutoscalerStatus, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
+func (a *Controller) updateStatusIfNeeded(ctx context.Context, oldStatus *autoscalingv2.HorizontalPodAutoscalerStatus, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
 	if apiequality.Semantic.DeepEqual(oldStatus, &hpa.Status) {
 		return nil
 	}
 	return a.updateStatus(ctx, hpa)
 }
 
-func (a *HorizontalController) updateStatus(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
+func (a *Controller) updateStatus(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
 	updated, err := a.hpaNamespacer.HorizontalPodAutoscalers(hpa.Namespace).UpdateStatus(ctx, hpa, metav1.UpdateOptions{})
 	if err != nil {
 		a.eventRecorder.Event(hpa, v1.EventTypeWarning, "FailedUpdateStatus", err.Error())
@@ -60,7 +60,7 @@ func (a *HorizontalController) updateStatus(ctx context.Context, hpa *autoscalin
 
 // tolerancesForHpa returns the controller's tolerance, overridden per
 // direction by the HPA's behavior when it sets one.
-func (a *HorizontalController) tolerancesForHpa(hpa *autoscalingv2.HorizontalPodAutoscaler) Tolerances {
+func (a *Controller) tolerancesForHpa(hpa *autoscalingv2.HorizontalPodAutoscaler) Tolerances {
 	t := Tolerances{scaleDown: a.tolerance, scaleUp: a.tolerance}
 	b := hpa.Spec.Behavior
 	if b == nil || !a.features.HPAConfigurableTolerance {

@@ -72,8 +72,8 @@ func registerMetrics() {
 	registerOnce.Do(func() { legacyregistry.MustRegister(deletingPodsTotal, deletingPodsErrorTotal) })
 }
 
-// PodGCController is the pod garbage collector.
-type PodGCController struct {
+// Controller is the pod garbage collector.
+type Controller struct {
 	kubeClient clientset.Interface
 
 	podLister        corelisters.PodLister
@@ -89,16 +89,16 @@ type PodGCController struct {
 	quarantineTime         time.Duration
 }
 
-// NewPodGC returns a collector; a terminatedPodThreshold <= 0 disables the
+// NewController returns a collector; a terminatedPodThreshold <= 0 disables the
 // terminated-pod collection.
-func NewPodGC(ctx context.Context, kubeClient clientset.Interface, podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer, terminatedPodThreshold int) *PodGCController {
-	return newPodGC(ctx, kubeClient, podInformer, nodeInformer, terminatedPodThreshold, gcCheckPeriod, quarantineTime, clock.RealClock{})
+func NewController(ctx context.Context, kubeClient clientset.Interface, podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer, terminatedPodThreshold int) *Controller {
+	return newController(ctx, kubeClient, podInformer, nodeInformer, terminatedPodThreshold, gcCheckPeriod, quarantineTime, clock.RealClock{})
 }
 
-func newPodGC(_ context.Context, kubeClient clientset.Interface, podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer,
-	terminatedPodThreshold int, checkPeriod, quarantine time.Duration, clk clock.WithTicker) *PodGCController {
+func newController(_ context.Context, kubeClient clientset.Interface, podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer,
+	terminatedPodThreshold int, checkPeriod, quarantine time.Duration, clk clock.WithTicker) *Controller {
 	registerMetrics()
-	return &PodGCController{
+	return &Controller{
 		kubeClient:             kubeClient,
 		terminatedPodThreshold: terminatedPodThreshold,
 		podLister:              podInformer.Lister(),
@@ -113,7 +113,7 @@ func newPodGC(_ context.Context, kubeClient clientset.Interface, podInformer cor
 }
 
 // Run collects every gcCheckPeriod until ctx is cancelled.
-func (gcc *PodGCController) Run(ctx context.Context) {
+func (gcc *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting GC controller")
@@ -128,7 +128,7 @@ func (gcc *PodGCController) Run(ctx context.Context) {
 	wait.UntilWithContext(ctx, gcc.gc, gcc.gcCheckPeriod)
 }
 
-func (gcc *PodGCController) gc(ctx context.Context) {
+func (gcc *Controller) gc(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	pods, err := gcc.podLister.List(labels.Everything())
 	if err != nil {
@@ -174,7 +174,7 @@ func hasOutOfServiceTaint(node *v1.Node) bool {
 
 // gcTerminating deletes terminating pods on not-ready nodes tainted
 // node.kubernetes.io/out-of-service (their kubelet will not finish them).
-func (gcc *PodGCController) gcTerminating(ctx context.Context, pods []*v1.Pod) {
+func (gcc *Controller) gcTerminating(ctx context.Context, pods []*v1.Pod) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("GC'ing terminating pods that are on out-of-service nodes")
 	var victims []*v1.Pod
@@ -202,7 +202,7 @@ func (gcc *PodGCController) gcTerminating(ctx context.Context, pods []*v1.Pod) {
 
 // gcTerminated deletes the terminated pods above the threshold, evicted
 // ones first, then oldest first.
-func (gcc *PodGCController) gcTerminated(ctx context.Context, pods []*v1.Pod) {
+func (gcc *Controller) gcTerminated(ctx context.Context, pods []*v1.Pod) {
 	var terminated []*v1.Pod
 	for _, pod := range pods {
 		if isPodTerminated(pod) {
@@ -219,7 +219,7 @@ func (gcc *PodGCController) gcTerminated(ctx context.Context, pods []*v1.Pod) {
 }
 
 // deleteAll deletes pods in parallel, counting attempts and errors.
-func (gcc *PodGCController) deleteAll(ctx context.Context, pods []*v1.Pod, reason string, cond func(*v1.Pod) *v1.PodCondition) {
+func (gcc *Controller) deleteAll(ctx context.Context, pods []*v1.Pod, reason string, cond func(*v1.Pod) *v1.PodCondition) {
 	var wg sync.WaitGroup
 	for _, pod := range pods {
 		wg.Go(func() {
@@ -229,7 +229,7 @@ func (gcc *PodGCController) deleteAll(ctx context.Context, pods []*v1.Pod, reaso
 	wg.Wait()
 }
 
-func (gcc *PodGCController) deleteOne(ctx context.Context, pod *v1.Pod, reason string, cond func(*v1.Pod) *v1.PodCondition) {
+func (gcc *Controller) deleteOne(ctx context.Context, pod *v1.Pod, reason string, cond func(*v1.Pod) *v1.PodCondition) {
 	var c *v1.PodCondition
 	if cond != nil {
 		c = cond(pod)
@@ -247,7 +247,7 @@ func (gcc *PodGCController) deleteOne(ctx context.Context, pod *v1.Pod, reason s
 
 // gcOrphaned deletes pods bound to nodes that are missing from the cache
 // and, after the quarantine, also from a live read.
-func (gcc *PodGCController) gcOrphaned(ctx context.Context, pods []*v1.Pod, nodes []*v1.Node) {
+func (gcc *Controller) gcOrphaned(ctx context.Context, pods []*v1.Pod, nodes []*v1.Node) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("GC'ing orphaned")
 	existing := sets.New[string]()
@@ -283,7 +283,7 @@ func (gcc *PodGCController) gcOrphaned(ctx context.Context, pods []*v1.Pod, node
 
 // discoverDeletedNodes drains the nodes whose quarantine has passed and
 // returns those still missing from the cache and from the apiserver.
-func (gcc *PodGCController) discoverDeletedNodes(ctx context.Context, existing sets.Set[string]) (sets.Set[string], bool) {
+func (gcc *Controller) discoverDeletedNodes(ctx context.Context, existing sets.Set[string]) (sets.Set[string], bool) {
 	deleted := sets.New[string]()
 	for gcc.nodeQueue.Len() > 0 {
 		name, quit := gcc.nodeQueue.Get()
@@ -304,7 +304,7 @@ func (gcc *PodGCController) discoverDeletedNodes(ctx context.Context, existing s
 	return deleted, false
 }
 
-func (gcc *PodGCController) nodeExists(ctx context.Context, name string) (bool, error) {
+func (gcc *Controller) nodeExists(ctx context.Context, name string) (bool, error) {
 	_, err := gcc.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -314,7 +314,7 @@ func (gcc *PodGCController) nodeExists(ctx context.Context, name string) (bool, 
 
 // gcUnscheduledTerminating deletes terminating pods with no node: no
 // kubelet will ever confirm their termination.
-func (gcc *PodGCController) gcUnscheduledTerminating(ctx context.Context, pods []*v1.Pod) {
+func (gcc *Controller) gcUnscheduledTerminating(ctx context.Context, pods []*v1.Pod) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("GC'ing unscheduled pods which are terminating")
 	for _, pod := range pods {
@@ -348,7 +348,7 @@ func isEvicted(p *v1.Pod) bool {
 
 // markFailedAndDeletePod moves a non-terminal pod to Failed (with cond, if
 // any) so controllers count it as failed, then deletes it with no grace.
-func (gcc *PodGCController) markFailedAndDeletePod(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition) error {
+func (gcc *Controller) markFailedAndDeletePod(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition) error {
 	klog.FromContext(ctx).Info("PodGC is force deleting Pod", "pod", klog.KObj(pod))
 	if pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
 		status := pod.Status.DeepCopy()

@@ -52,7 +52,7 @@ func run(t *testing.T, threshold int, pods []*v1.Pod, nodes []*v1.Node) *fake.Cl
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clk := testingclock.NewFakeClock(base)
-	gcc := newPodGC(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), threshold, gcCheckPeriod, 0, clk)
+	gcc := newController(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), threshold, gcCheckPeriod, 0, clk)
 	t.Cleanup(gcc.nodeQueue.ShutDown)
 	for _, p := range pods {
 		_ = factory.Core().V1().Pods().Informer().GetIndexer().Add(p)
@@ -141,7 +141,7 @@ func TestOrphanQuarantineChecksLiveNode(t *testing.T) {
 	p := pod("p", "late", v1.PodRunning, time.Minute)
 	client := fake.NewClientset(p, node("late", true))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	gcc := newPodGC(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), 10, gcCheckPeriod, 0, testingclock.NewFakeClock(base))
+	gcc := newController(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), 10, gcCheckPeriod, 0, testingclock.NewFakeClock(base))
 	t.Cleanup(gcc.nodeQueue.ShutDown)
 	_ = factory.Core().V1().Pods().Informer().GetIndexer().Add(p)
 	client.ClearActions()

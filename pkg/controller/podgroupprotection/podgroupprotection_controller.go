@@ -52,9 +52,9 @@ type Controller struct {
 	loop  controller.WorkLoop[string]
 }
 
-// NewPodGroupProtectionController wires the controller to its informers
+// NewController wires the controller to its informers
 // and adds the active-pod index to the pod informer.
-func NewPodGroupProtectionController(logger klog.Logger,
+func NewController(logger klog.Logger,
 	podGroupInformer schedulinginformers.PodGroupInformer,
 	podInformer coreinformers.PodInformer,
 	client clientset.Interface) (*Controller, error) {

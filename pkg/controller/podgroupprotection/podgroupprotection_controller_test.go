@@ -35,7 +35,7 @@ func newFixture(t *testing.T, objs ...interface{}) *fixture {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pgInf, podInf := factory.Scheduling().V1beta1().PodGroups(), factory.Core().V1().Pods()
-	c, err := NewPodGroupProtectionController(logger, pgInf, podInf, client)
+	c, err := NewController(logger, pgInf, podInf, client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -17,40 +16,6 @@ import (
 // controllerUIDIndex indexes ReplicaSets by the UID of their controller
 // (a Deployment), to find a ReplicaSet's siblings.
 const controllerUIDIndex = "controllerUID"
-
-// ReplicaSetController keeps ReplicaSets' pods at spec.replicas.
-type ReplicaSetController struct {
-	*BaseController
-}
-
-// Features are the feature gates the ReplicaSet controller consults.
-type Features struct {
-	// TerminatingReplicas (DeploymentReplicaSetTerminatingReplicas) reports
-	// status.terminatingReplicas.
-	TerminatingReplicas bool
-	// StaleControllerConsistency (StaleControllerConsistencyReplicaSet)
-	// skips syncs until the informers have seen the controller's writes.
-	StaleControllerConsistency bool
-	// PodDeletionCost honours the pod-deletion-cost annotation on scale-down.
-	PodDeletionCost bool
-}
-
-// NewReplicaSetController returns the ReplicaSet controller; start it with Run.
-func NewReplicaSetController(ctx context.Context, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, kubeClient clientset.Interface, burstReplicas int, features Features) *ReplicaSetController {
-	adapter := newRSAdapter(ctx, rsInformer, kubeClient)
-	opts := Options{
-		GVK:                 apps.SchemeGroupVersion.WithKind("ReplicaSet"),
-		QueueName:           "replicaset",
-		EventComponent:      "replicaset-controller",
-		TerminatingReplicas: features.TerminatingReplicas,
-		PodDeletionCost:     features.PodDeletionCost,
-		StatusMinInterval:   DefaultStatusMinInterval,
-	}
-	if features.StaleControllerConsistency {
-		opts.Resource = apps.Resource("replicasets")
-	}
-	return &ReplicaSetController{NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, opts)}
-}
 
 // rsAdapter is the Adapter for apps/v1 ReplicaSets.
 type rsAdapter struct {

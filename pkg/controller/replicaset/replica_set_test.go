@@ -33,7 +33,7 @@ type fixture struct {
 	t        *testing.T
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
-	rsc      *ReplicaSetController
+	rsc      *Controller
 	pc       *testutil.FakePodControl
 	recorder *record.FakeRecorder
 }
@@ -44,7 +44,7 @@ func newFixture(t *testing.T, burst int, objs ...runtime.Object) *fixture {
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	rsc := NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, burst, v137Features)
+	rsc := NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, burst, v137Features)
 	f := &fixture{t: t, client: client, factory: factory, rsc: rsc, pc: &testutil.FakePodControl{}}
 	rsc.podControl = f.pc
 	for _, o := range objs {

@@ -11,11 +11,13 @@ import (
 	"sync"
 	"time"
 
+	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -48,6 +50,40 @@ const (
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}
+
+// Controller keeps ReplicaSets' pods at spec.replicas.
+type Controller struct {
+	*BaseController
+}
+
+// Features are the feature gates the ReplicaSet controller consults.
+type Features struct {
+	// TerminatingReplicas (DeploymentReplicaSetTerminatingReplicas) reports
+	// status.terminatingReplicas.
+	TerminatingReplicas bool
+	// StaleControllerConsistency (StaleControllerConsistencyReplicaSet)
+	// skips syncs until the informers have seen the controller's writes.
+	StaleControllerConsistency bool
+	// PodDeletionCost honours the pod-deletion-cost annotation on scale-down.
+	PodDeletionCost bool
+}
+
+// NewController returns the ReplicaSet controller; start it with Run.
+func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer, kubeClient clientset.Interface, burstReplicas int, features Features) *Controller {
+	adapter := newRSAdapter(ctx, rsInformer, kubeClient)
+	opts := Options{
+		GVK:                 apps.SchemeGroupVersion.WithKind("ReplicaSet"),
+		QueueName:           "replicaset",
+		EventComponent:      "replicaset-controller",
+		TerminatingReplicas: features.TerminatingReplicas,
+		PodDeletionCost:     features.PodDeletionCost,
+		StatusMinInterval:   DefaultStatusMinInterval,
+	}
+	if features.StaleControllerConsistency {
+		opts.Resource = apps.Resource("replicasets")
+	}
+	return &Controller{NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, opts)}
+}
 
 // BaseController is the controller shared by ReplicaSets and
 // ReplicationControllers.

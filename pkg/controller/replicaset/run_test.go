@@ -16,7 +16,7 @@ func TestRunConverges(t *testing.T) {
 	f := testutil.NewFixture(t)
 	client, ctx := f.Client, f.Ctx
 	testutil.NamePods(client)
-	rsc := NewReplicaSetController(ctx, f.Informers.Apps().V1().ReplicaSets(), f.Informers.Core().V1().Pods(), client, BurstReplicas, v137Features)
+	rsc := NewController(ctx, f.Informers.Apps().V1().ReplicaSets(), f.Informers.Core().V1().Pods(), client, BurstReplicas, v137Features)
 	f.Run(func(ctx context.Context) { rsc.Run(ctx, 2) })
 
 	rs := newRS("web", 3)

@@ -20,8 +20,8 @@ import (
 // BurstReplicas is the default cap on pods created or deleted per sync.
 const BurstReplicas = replicaset.BurstReplicas
 
-// ReplicationManager keeps ReplicationControllers' pods at spec.replicas.
-type ReplicationManager struct {
+// Controller keeps ReplicationControllers' pods at spec.replicas.
+type Controller struct {
 	*replicaset.BaseController
 }
 
@@ -31,10 +31,10 @@ type Features struct {
 	PodDeletionCost bool
 }
 
-// NewReplicationManager returns the ReplicationController controller; start it with Run.
-func NewReplicationManager(ctx context.Context, podInformer coreinformers.PodInformer, rcInformer coreinformers.ReplicationControllerInformer, kubeClient clientset.Interface, burstReplicas int, features Features) *ReplicationManager {
+// NewController returns the ReplicationController controller; start it with Run.
+func NewController(ctx context.Context, podInformer coreinformers.PodInformer, rcInformer coreinformers.ReplicationControllerInformer, kubeClient clientset.Interface, burstReplicas int, features Features) *Controller {
 	adapter := &rcAdapter{informer: rcInformer.Informer(), lister: rcInformer.Lister(), client: kubeClient}
-	return &ReplicationManager{replicaset.NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, replicaset.Options{
+	return &Controller{replicaset.NewBaseController(ctx, adapter, podInformer, kubeClient, burstReplicas, replicaset.Options{
 		GVK:               v1.SchemeGroupVersion.WithKind("ReplicationController"),
 		QueueName:         "replicationmanager",
 		EventComponent:    "replication-controller",

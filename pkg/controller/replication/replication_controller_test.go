@@ -53,7 +53,7 @@ func TestReplicationManager(t *testing.T) {
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	rm := NewReplicationManager(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), client, BurstReplicas, Features{PodDeletionCost: true})
+	rm := NewController(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), client, BurstReplicas, Features{PodDeletionCost: true})
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { rm.Run(ctx, 1); close(done) }()

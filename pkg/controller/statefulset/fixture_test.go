@@ -255,7 +255,7 @@ type fixture struct {
 	t        *testing.T
 	ctx      context.Context
 	client   *fake.Clientset
-	ssc      *StatefulSetController
+	ssc      *Controller
 	store    *fakeStore
 	status   *fakeStatusWriter
 	recorder *record.FakeRecorder
@@ -281,7 +281,7 @@ func newFixture(t *testing.T, sets ...*apps.StatefulSet) *fixture {
 	pvcInf := factory.Core().V1().PersistentVolumeClaims()
 	revInf := factory.Apps().V1().ControllerRevisions()
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	ssc := NewStatefulSetController(ctx, podInf, setInf, pvcInf, revInf, client, v137Features)
+	ssc := NewController(ctx, podInf, setInf, pvcInf, revInf, client, v137Features)
 
 	f := &fixture{
 		t: t, ctx: ctx, client: client, ssc: ssc,

@@ -61,9 +61,9 @@ var (
 // QueueName names the work queue (the "name" label of workqueue metrics).
 const QueueName = "statefulset"
 
-// StatefulSetController syncs StatefulSets with their pods, claims and
+// Controller syncs StatefulSets with their pods, claims and
 // revisions.
-type StatefulSetController struct {
+type Controller struct {
 	kubeClient       clientset.Interface
 	eventBroadcaster record.EventBroadcaster
 	recorder         record.EventRecorder
@@ -86,9 +86,9 @@ type StatefulSetController struct {
 	clock clock.PassiveClock
 }
 
-// NewStatefulSetController wires the controller to its informers. Run
+// NewController wires the controller to its informers. Run
 // starts it.
-func NewStatefulSetController(ctx context.Context, podInformer coreinformers.PodInformer, setInformer appsinformers.StatefulSetInformer, pvcInformer coreinformers.PersistentVolumeClaimInformer, revInformer appsinformers.ControllerRevisionInformer, kubeClient clientset.Interface, features Features) *StatefulSetController {
+func NewController(ctx context.Context, podInformer coreinformers.PodInformer, setInformer appsinformers.StatefulSetInformer, pvcInformer coreinformers.PersistentVolumeClaimInformer, revInformer appsinformers.ControllerRevisionInformer, kubeClient clientset.Interface, features Features) *Controller {
 	logger := klog.FromContext(ctx)
 	registerMetrics()
 	broadcaster, recorder := controller.NewEventRecorder(ctx, "statefulset-controller")
@@ -102,7 +102,7 @@ func NewStatefulSetController(ctx context.Context, podInformer coreinformers.Pod
 		})
 	}
 
-	ssc := &StatefulSetController{
+	ssc := &Controller{
 		kubeClient:       kubeClient,
 		eventBroadcaster: broadcaster,
 		recorder:         recorder,
@@ -154,7 +154,7 @@ func NewStatefulSetController(ctx context.Context, podInformer coreinformers.Pod
 
 // Run starts sending events, waits for the caches and syncs with workers
 // goroutines (--concurrent-statefulset-syncs) until ctx is cancelled.
-func (ssc *StatefulSetController) Run(ctx context.Context, workers int) {
+func (ssc *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stopEvents := controller.StartEventSink(ssc.eventBroadcaster, ssc.kubeClient)
 	defer stopEvents()
@@ -162,14 +162,14 @@ func (ssc *StatefulSetController) Run(ctx context.Context, workers int) {
 }
 
 // podWritten records an adoption or release patch for the consistency check.
-func (ssc *StatefulSetController) podWritten(pod *v1.Pod, ref *metav1.OwnerReference) {
+func (ssc *Controller) podWritten(pod *v1.Pod, ref *metav1.OwnerReference) {
 	if ref == nil {
 		return
 	}
 	ssc.consistency.WroteAt(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, ref.UID, podsResource, pod.ResourceVersion)
 }
 
-func (ssc *StatefulSetController) enqueue(obj interface{}) {
+func (ssc *Controller) enqueue(obj interface{}) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %v", obj, err))
@@ -178,7 +178,7 @@ func (ssc *StatefulSetController) enqueue(obj interface{}) {
 	ssc.queue.Add(key)
 }
 
-func (ssc *StatefulSetController) enqueueAfter(set *apps.StatefulSet, d time.Duration) {
+func (ssc *Controller) enqueueAfter(set *apps.StatefulSet, d time.Duration) {
 	key, err := controller.KeyFunc(set)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for StatefulSet %s/%s: %v", set.Namespace, set.Name, err))
@@ -189,7 +189,7 @@ func (ssc *StatefulSetController) enqueueAfter(set *apps.StatefulSet, d time.Dur
 
 // resolveControllerRef returns the set a controller reference points to,
 // or nil for another kind, a missing set, or another incarnation.
-func (ssc *StatefulSetController) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.StatefulSet {
+func (ssc *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *apps.StatefulSet {
 	if ref.Kind != controllerKind.Kind {
 		return nil
 	}
@@ -202,7 +202,7 @@ func (ssc *StatefulSetController) resolveControllerRef(namespace string, ref *me
 
 // setsForPod returns the sets whose selector matches pod (orphan adoption
 // candidates).
-func (ssc *StatefulSetController) setsForPod(logger klog.Logger, pod *v1.Pod) []*apps.StatefulSet {
+func (ssc *Controller) setsForPod(logger klog.Logger, pod *v1.Pod) []*apps.StatefulSet {
 	sets, err := ssc.setLister.GetPodStatefulSets(pod)
 	if err != nil {
 		return nil
@@ -218,7 +218,7 @@ func (ssc *StatefulSetController) setsForPod(logger klog.Logger, pod *v1.Pod) []
 	return sets
 }
 
-func (ssc *StatefulSetController) addPod(logger klog.Logger, obj interface{}) {
+func (ssc *Controller) addPod(logger klog.Logger, obj interface{}) {
 	pod := obj.(*v1.Pod)
 	if pod.DeletionTimestamp != nil {
 		// Seen for the first time already being deleted (e.g. after a
@@ -242,7 +242,7 @@ func (ssc *StatefulSetController) addPod(logger klog.Logger, obj interface{}) {
 	}
 }
 
-func (ssc *StatefulSetController) updatePod(logger klog.Logger, old, cur interface{}) {
+func (ssc *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 	oldPod, curPod := old.(*v1.Pod), cur.(*v1.Pod)
 	if oldPod.ResourceVersion == curPod.ResourceVersion {
 		// A resync: nothing changed.
@@ -280,7 +280,7 @@ func (ssc *StatefulSetController) updatePod(logger klog.Logger, old, cur interfa
 	}
 }
 
-func (ssc *StatefulSetController) deletePod(logger klog.Logger, obj interface{}) {
+func (ssc *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
@@ -306,7 +306,7 @@ func (ssc *StatefulSetController) deletePod(logger klog.Logger, obj interface{})
 // canAdopt returns the check run before the first adoption of a sync: a
 // live read confirming the set still exists, is the same incarnation and
 // is not being deleted.
-func (ssc *StatefulSetController) canAdopt(set *apps.StatefulSet) func(context.Context) error {
+func (ssc *Controller) canAdopt(set *apps.StatefulSet) func(context.Context) error {
 	return controller.RecheckDeletionTimestamp(func(ctx context.Context) (metav1.Object, error) {
 		fresh, err := ssc.kubeClient.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 		if err != nil {
@@ -321,7 +321,7 @@ func (ssc *StatefulSetController) canAdopt(set *apps.StatefulSet) func(context.C
 
 // claimPods returns the set's pods, adopting matching orphans named like
 // its members and releasing owned pods that no longer match.
-func (ssc *StatefulSetController) claimPods(ctx context.Context, set *apps.StatefulSet, selector labels.Selector, canAdopt func(context.Context) error) ([]*v1.Pod, error) {
+func (ssc *Controller) claimPods(ctx context.Context, set *apps.StatefulSet, selector labels.Selector, canAdopt func(context.Context) error) ([]*v1.Pod, error) {
 	candidates, err := controller.FilterPodsByOwner(ssc.podIndexer, set, controllerKind.Kind, true)
 	if err != nil {
 		return nil, err
@@ -331,7 +331,7 @@ func (ssc *StatefulSetController) claimPods(ctx context.Context, set *apps.State
 }
 
 // sync reconciles the StatefulSet with key namespace/name.
-func (ssc *StatefulSetController) sync(ctx context.Context, key string) error {
+func (ssc *Controller) sync(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	start := ssc.clock.Now()
 	defer func() {
@@ -389,7 +389,7 @@ func (ssc *StatefulSetController) sync(ctx context.Context, key string) error {
 
 // syncPods runs the reconcile and, while some ready pods are not yet
 // available, schedules the sync that will count them.
-func (ssc *StatefulSetController) syncPods(ctx context.Context, set *apps.StatefulSet, pods []*v1.Pod) error {
+func (ssc *Controller) syncPods(ctx context.Context, set *apps.StatefulSet, pods []*v1.Pod) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Syncing StatefulSet with pods", "statefulSet", klog.KObj(set), "pods", len(pods))
 	// One instant for both the status and the next check, so no pod falls

@@ -358,7 +358,7 @@ func TestRunConverges(t *testing.T) {
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	ssc := NewStatefulSetController(ctx, factory.Core().V1().Pods(), factory.Apps().V1().StatefulSets(),
+	ssc := NewController(ctx, factory.Core().V1().Pods(), factory.Apps().V1().StatefulSets(),
 		factory.Core().V1().PersistentVolumeClaims(), factory.Apps().V1().ControllerRevisions(), client, v137Features)
 	factory.Start(ctx.Done())
 	done := make(chan struct{})

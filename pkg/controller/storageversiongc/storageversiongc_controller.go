@@ -55,8 +55,8 @@ type Controller struct {
 	svLoop     controller.WorkLoop[string]
 }
 
-// NewStorageVersionGC wires the controller to its informers.
-func NewStorageVersionGC(ctx context.Context, client clientset.Interface,
+// NewController wires the controller to its informers.
+func NewController(ctx context.Context, client clientset.Interface,
 	leaseInformer coordinformers.LeaseInformer,
 	svInformer apiserverinternalinformers.StorageVersionInformer) (*Controller, error) {
 	c := &Controller{

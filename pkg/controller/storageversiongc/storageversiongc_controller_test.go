@@ -39,7 +39,7 @@ func newController(t *testing.T, objs ...runtime.Object) (*Controller, *fake.Cli
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewStorageVersionGC(ctx, client, factory.Coordination().V1().Leases(), factory.Internal().V1alpha1().StorageVersions())
+	c, err := NewController(ctx, client, factory.Coordination().V1().Leases(), factory.Internal().V1alpha1().StorageVersions())
 	if err != nil {
 		t.Fatal(err)
 	}

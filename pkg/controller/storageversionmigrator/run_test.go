@@ -40,7 +40,7 @@ func TestLoopsTogether(t *testing.T) {
 	mapper := newTestMapper()
 
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	migrator := NewSVMController(ctx, client, dyn, svmInformer, "storage-version-migrator-controller", mapper, graph)
+	migrator := NewController(ctx, client, dyn, svmInformer, "storage-version-migrator-controller", mapper, graph)
 	rv := NewResourceVersionController(ctx, client, discoveryWith(allVerbs), md, svmInformer, mapper)
 	runner := NewCustomResourceController(ctx, client, svmInformer, dyn)
 	factory.Start(ctx.Done())
@@ -86,7 +86,7 @@ func TestQueueNames(t *testing.T) {
 	ctx := context.Background()
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
 	mapper := newTestMapper()
-	NewSVMController(ctx, client, dyn, svms, "storage-version-migrator-controller", mapper, &fakeGraph{})
+	NewController(ctx, client, dyn, svms, "storage-version-migrator-controller", mapper, &fakeGraph{})
 	NewResourceVersionController(ctx, client, discoveryWith(allVerbs), metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), svms, mapper)
 	NewCustomResourceController(ctx, client, svms, dyn)
 	for _, name := range []string{"storage-version-migrator-controller", "resource-version-controller"} {

@@ -11,7 +11,7 @@
 //   - the resource version controller records in status.resourceVersion
 //     the resourceVersion of a fresh list of the resource, the point the
 //     migration must cover;
-//   - the migrator (NewSVMController) waits until the garbage collector's
+//   - the migrator (NewController) waits until the garbage collector's
 //     cache of the resource has caught up to that point, then writes every
 //     object it holds that is not newer with an empty merge patch, and sets
 //     Succeeded or Failed.
@@ -57,9 +57,9 @@ const (
 	monitorWait = 10 * time.Second
 )
 
-// SVMController migrates the objects of each StorageVersionMigration once
+// Controller migrates the objects of each StorageVersionMigration once
 // the resource version controller recorded where the migration ends.
-type SVMController struct {
+type Controller struct {
 	controllerName string
 	kubeClient     clientset.Interface
 	dynamicClient  dynamic.Interface
@@ -75,11 +75,11 @@ type SVMController struct {
 	clock       clock.PassiveClock
 }
 
-// NewSVMController builds the migrator. dynamicClient writes the migrated
+// NewController builds the migrator. dynamicClient writes the migrated
 // objects; graph gives the cached objects of a resource (the garbage
 // collector's graph builder upstream, see MetadataMonitors); controllerName
 // names the queue and is the field manager of the writes.
-func NewSVMController(
+func NewController(
 	ctx context.Context,
 	kubeClient clientset.Interface,
 	dynamicClient dynamic.Interface,
@@ -87,10 +87,10 @@ func NewSVMController(
 	controllerName string,
 	mapper meta.RESTMapper,
 	graph GraphBuilder,
-) *SVMController {
+) *Controller {
 	logger := klog.FromContext(ctx)
 	rateLimiter := workqueue.DefaultTypedControllerRateLimiter[string]()
-	c := &SVMController{
+	c := &Controller{
 		controllerName: controllerName,
 		kubeClient:     kubeClient,
 		dynamicClient:  dynamicClient,
@@ -113,7 +113,7 @@ func NewSVMController(
 }
 
 // Name is the controller's name.
-func (c *SVMController) Name() string { return c.controllerName }
+func (c *Controller) Name() string { return c.controllerName }
 
 // enqueueSVM queues a migration by name (they are cluster-scoped).
 func enqueueSVM(logger klog.Logger, queue workqueue.TypedInterface[string], what string, obj interface{}) {
@@ -126,7 +126,7 @@ func enqueueSVM(logger klog.Logger, queue workqueue.TypedInterface[string], what
 }
 
 // Run waits for the informer and runs the workers until ctx is done.
-func (c *SVMController) Run(ctx context.Context) {
+func (c *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	c.loop.Run(ctx, migratorWorkers, c.svmSynced)
 }
@@ -134,7 +134,7 @@ func (c *SVMController) Run(ctx context.Context) {
 // syncItem is sync with upstream's retries: a server-suggested delay is
 // waited out, though never shorter than the key's backoff (which it
 // counts), other errors back off. Failures are logged verbosely only.
-func (c *SVMController) syncItem(ctx context.Context, key string) error {
+func (c *Controller) syncItem(ctx context.Context, key string) error {
 	err := c.sync(ctx, key)
 	if err == nil {
 		return nil
@@ -146,7 +146,7 @@ func (c *SVMController) syncItem(ctx context.Context, key string) error {
 	return controller.Quietly(err)
 }
 
-func (c *SVMController) sync(ctx context.Context, name string) error {
+func (c *Controller) sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx)
 	start := c.clock.Now()
 
@@ -217,7 +217,7 @@ func (c *SVMController) sync(ctx context.Context, name string) error {
 	return nil
 }
 
-func (c *SVMController) withinDiscoveryGrace(svm *svmv1.StorageVersionMigration) bool {
+func (c *Controller) withinDiscoveryGrace(svm *svmv1.StorageVersionMigration) bool {
 	return svm.CreationTimestamp.Add(discoveryGrace).After(c.clock.Now())
 }
 
@@ -238,7 +238,7 @@ type migrationPatchMeta struct {
 // migrate writes every cached object of gvr not newer than targetRV and
 // records the outcome in svm's status. It returns an error only for what
 // should be retried; a migration marked Failed returns nil.
-func (c *SVMController) migrate(ctx context.Context, gvr schema.GroupVersionResource, monitor *Monitor, svm *svmv1.StorageVersionMigration, targetRV string) error {
+func (c *Controller) migrate(ctx context.Context, gvr schema.GroupVersionResource, monitor *Monitor, svm *svmv1.StorageVersionMigration, targetRV string) error {
 	logger := klog.FromContext(ctx)
 	gvk, err := c.restMapper.KindFor(gvr)
 	if err != nil {
@@ -314,7 +314,7 @@ func (c *SVMController) migrate(ctx context.Context, gvr schema.GroupVersionReso
 }
 
 // setRunning reports progress and the transient error that stopped a pass.
-func (c *SVMController) setRunning(ctx context.Context, svm *svmv1.StorageVersionMigration, p progress, transient error) error {
+func (c *Controller) setRunning(ctx context.Context, svm *svmv1.StorageVersionMigration, p progress, transient error) error {
 	if !meta.SetStatusCondition(&svm.Status.Conditions, runningCondition(&p, transient)) {
 		return nil
 	}
@@ -346,7 +346,7 @@ func failedCondition(message string) metav1.Condition {
 }
 
 // failMigration marks the migration Failed for an error it cannot get past.
-func (c *SVMController) failMigration(ctx context.Context, svm *svmv1.StorageVersionMigration, cause error) error {
+func (c *Controller) failMigration(ctx context.Context, svm *svmv1.StorageVersionMigration, cause error) error {
 	if !meta.SetStatusCondition(&svm.Status.Conditions, failedCondition(fmt.Sprintf("migration encountered unhandled error: %s", cause))) {
 		return nil
 	}
@@ -356,7 +356,7 @@ func (c *SVMController) failMigration(ctx context.Context, svm *svmv1.StorageVer
 
 // failMigrationWithProgress is failMigration in the middle of the writes:
 // Running and Failed both say how many objects were left.
-func (c *SVMController) failMigrationWithProgress(ctx context.Context, svm *svmv1.StorageVersionMigration, cause error, p progress) error {
+func (c *Controller) failMigrationWithProgress(ctx context.Context, svm *svmv1.StorageVersionMigration, cause error, p progress) error {
 	changed := meta.SetStatusCondition(&svm.Status.Conditions, runningCondition(&p, nil))
 	msg := fmt.Sprintf("%d/%d not yet migrated. migration encountered unhandled error: %s", p.remaining, p.total, cause)
 	if meta.SetStatusCondition(&svm.Status.Conditions, failedCondition(msg)) {

@@ -102,7 +102,7 @@ func (r *patchRecorder) names() []string {
 
 type migratorFixture struct {
 	*svmFixture
-	c       *SVMController
+	c       *Controller
 	graph   *fakeGraph
 	patches *patchRecorder
 	dyn     *dynamicfake.FakeDynamicClient
@@ -117,7 +117,7 @@ func newMigratorFixture(t *testing.T, graph *fakeGraph, svms ...*svmv1.StorageVe
 	rec := &patchRecorder{errs: map[string]error{}}
 	dyn.PrependReactor("patch", "*", rec.react)
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	c := NewSVMController(ctx, f.client, dyn, f.factory.Storagemigration().V1().StorageVersionMigrations(),
+	c := NewController(ctx, f.client, dyn, f.factory.Storagemigration().V1().StorageVersionMigrations(),
 		"storage-version-migrator-controller", newTestMapper(), graph)
 	f.client.ClearActions()
 	return &migratorFixture{svmFixture: f, c: c, graph: graph, patches: rec, dyn: dyn}

@@ -29,7 +29,7 @@ var (
 var registerOnce sync.Once
 
 // Register adds the taint_eviction_controller_* metrics to the legacy
-// registry; New calls it.
+// registry; NewController calls it.
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(podDeletionsTotal, podDeletionsLatency)

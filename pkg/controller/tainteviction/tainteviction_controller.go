@@ -85,9 +85,9 @@ type Controller struct {
 	podUpdateChannels  []chan podUpdateItem
 }
 
-// New returns the controller; controllerName is the source of its events.
+// NewController returns the controller; controllerName is the source of its events.
 // comparisonOperators is the TaintTolerationComparisonOperators gate.
-func New(ctx context.Context, c clientset.Interface, podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer, controllerName string, comparisonOperators bool) (*Controller, error) {
+func NewController(ctx context.Context, c clientset.Interface, podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer, controllerName string, comparisonOperators bool) (*Controller, error) {
 	Register()
 	logger := klog.FromContext(ctx)
 	broadcaster, recorder := controller.NewEventRecorder(ctx, controllerName)

@@ -49,7 +49,7 @@ func start(t *testing.T, objs ...runtime.Object) *fixture {
 		return false, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tc, err := New(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller", false)
+	tc, err := NewController(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller", false)
 	if err != nil {
 		t.Fatal(err)
 	}

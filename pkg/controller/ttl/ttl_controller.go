@@ -67,8 +67,8 @@ type Controller struct {
 	ttlSeconds int
 }
 
-// NewTTLController wires the controller to the Node informer.
-func NewTTLController(ctx context.Context, nodeInformer coreinformers.NodeInformer, kubeClient clientset.Interface) *Controller {
+// NewController wires the controller to the Node informer.
+func NewController(ctx context.Context, nodeInformer coreinformers.NodeInformer, kubeClient clientset.Interface) *Controller {
 	c := &Controller{
 		kubeClient: kubeClient,
 		queue:      controller.NewNamedQueue(queueName),

@@ -171,7 +171,7 @@ func TestRunAnnotatesNodes(t *testing.T) {
 	client := fake.NewClientset(node("a", nil), node("b", map[string]string{v1.ObjectTTLAnnotationKey: "300"}))
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := NewTTLController(ctx, factory.Core().V1().Nodes(), client)
+	c := NewController(ctx, factory.Core().V1().Nodes(), client)
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { c.Run(ctx, 2); close(done) }()

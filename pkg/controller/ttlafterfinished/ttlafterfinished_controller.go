@@ -56,8 +56,8 @@ type Controller struct {
 	clock clock.WithTicker
 }
 
-// New returns a controller; start it with Run.
-func New(ctx context.Context, jobInformer batchinformers.JobInformer, client clientset.Interface) *Controller {
+// NewController returns a controller; start it with Run.
+func NewController(ctx context.Context, jobInformer batchinformers.JobInformer, client clientset.Interface) *Controller {
 	return newWithClock(ctx, jobInformer, client, clock.RealClock{})
 }
 

@@ -68,7 +68,7 @@ func (e *env) startController(timers attachdetach.TimerConfig, disableForceDetac
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	factory := informers.NewSharedInformerFactory(e.c, 0)
-	adc, err := attachdetach.NewAttachDetachController(ctx, e.c,
+	adc, err := attachdetach.NewController(ctx, e.c,
 		factory.Core().V1().Pods(),
 		factory.Core().V1().Nodes(),
 		factory.Core().V1().PersistentVolumeClaims(),

@@ -41,9 +41,9 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	factory := informers.NewSharedInformerFactory(c, 0)
-	crac := clusterroleaggregation.NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), c.RbacV1())
-	ttlc := ttl.NewTTLController(ctx, factory.Core().V1().Nodes(), c)
-	ac := approver.NewCSRApprovingController(ctx, c, factory.Certificates().V1().CertificateSigningRequests())
+	crac := clusterroleaggregation.NewController(factory.Rbac().V1().ClusterRoles(), c.RbacV1())
+	ttlc := ttl.NewController(ctx, factory.Core().V1().Nodes(), c)
+	ac := approver.NewController(ctx, c, factory.Certificates().V1().CertificateSigningRequests())
 	factory.Start(ctx.Done())
 	runs := []func(){
 		func() { crac.Run(ctx, 5) },

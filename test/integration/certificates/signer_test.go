@@ -96,9 +96,9 @@ func runSigners(t *testing.T, c clientset.Interface, certFile, keyFile string) {
 		t.Fatalf("expected a loop per built-in signer, got %+v", loops)
 	}
 	factory := informers.NewSharedInformerFactory(c, 0)
-	var controllers []*signer.CSRSigningController
+	var controllers []*signer.Controller
 	for _, l := range loops {
-		sc, err := signer.NewCSRSigningController(ctx, l.ControllerName, l.SignerName, c,
+		sc, err := signer.NewController(ctx, l.ControllerName, l.SignerName, c,
 			factory.Certificates().V1().CertificateSigningRequests(), l.CertFile, l.KeyFile, signingDuration)
 		if err != nil {
 			t.Fatal(err)

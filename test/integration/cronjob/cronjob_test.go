@@ -74,7 +74,7 @@ func runControllers(t *testing.T, c clientset.Interface, clk *skewedClock, withJ
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	cjc, err := cronjob.NewControllerV2WithClock(ctx, factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), c, clk)
+	cjc, err := cronjob.NewControllerWithClock(ctx, factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), c, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func start(t *testing.T, prefix string) *env {
 	t.Cleanup(cancel)
 
 	factory := informers.NewSharedInformerFactory(c, 0)
-	dsc, err := daemon.NewDaemonSetsController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
+	dsc, err := daemon.NewController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), c, flowcontrol.NewBackOff(time.Second, 15*time.Minute),
 		daemon.Features{StaleControllerConsistency: true})
 	if err != nil {

@@ -31,11 +31,11 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	dc, err := deployment.NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
+	dc, err := deployment.NewController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
+	rsc := replicaset.NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
 	factory.Start(ctx.Done())
 	go dc.Run(ctx, 5)
 	go rsc.Run(ctx, 5)

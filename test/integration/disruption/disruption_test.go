@@ -54,7 +54,7 @@ func startTest(t *testing.T, nsPrefix string, staleTimeout time.Duration) (clien
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(c, 0)
-	dc := disruption.NewDisruptionControllerInternal(ctx,
+	dc := disruption.NewControllerInternal(ctx,
 		factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
 		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(),
 		factory.Apps().V1().Deployments(), factory.Apps().V1().StatefulSets(),

@@ -65,7 +65,7 @@ func runEvictionController(t *testing.T, c clientset.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(c, 0)
-	tc := devicetainteviction.New(c, factory.Core().V1().Pods(), factory.Resource().V1().ResourceClaims(),
+	tc := devicetainteviction.NewController(c, factory.Core().V1().Pods(), factory.Resource().V1().ResourceClaims(),
 		factory.Resource().V1().ResourceSlices(), factory.Resource().V1().DeviceTaintRules(), factory.Resource().V1().DeviceClasses(),
 		"device-taint-eviction-controller", devicetainteviction.Features{DeviceTaintRules: true})
 	factory.Start(ctx.Done())

@@ -34,7 +34,7 @@ func startControllers(t *testing.T, c clientset.Interface) {
 	factory := informers.NewSharedInformerFactory(c, 0)
 	esc := endpointslice.NewController(ctx, factory.Core().V1().Pods(), factory.Core().V1().Services(),
 		factory.Core().V1().Nodes(), factory.Discovery().V1().EndpointSlices(), 100, c, 0)
-	epc := endpoint.NewEndpointController(ctx, factory.Core().V1().Pods(), factory.Core().V1().Services(),
+	epc := endpoint.NewController(ctx, factory.Core().V1().Pods(), factory.Core().V1().Services(),
 		factory.Core().V1().Endpoints(), c, 0)
 	factory.Start(ctx.Done())
 	done := make(chan struct{}, 2)

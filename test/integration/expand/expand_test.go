@@ -27,7 +27,7 @@ func runController(t *testing.T, c clientset.Interface) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	expc, err := expand.NewExpandController(ctx, c, factory.Core().V1().PersistentVolumeClaims())
+	expc, err := expand.NewController(ctx, c, factory.Core().V1().PersistentVolumeClaims())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func TestEndpointsAndEndpointSlicesKeepEveryField(t *testing.T) {
 	ns := framework.CreateNamespace(t, c, "fieldloss-ep")
 	ctx := testContext(t)
 	f := newFactory(c)
-	ec := endpoint.NewEndpointController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(), c, 0)
+	ec := endpoint.NewController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(), c, 0)
 	esc := endpointslice.NewController(ctx, f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Nodes(),
 		f.Discovery().V1().EndpointSlices(), 100, c, 0)
 	t.Cleanup(func() {
@@ -201,19 +201,19 @@ func TestNodeKeepsEveryField(t *testing.T) {
 	ns := framework.CreateNamespace(t, c, "fieldloss-node")
 	ctx := testContext(t)
 	f := newFactory(c)
-	nlc, err := nodelifecycle.NewNodeLifecycleController(ctx, f.Coordination().V1().Leases(), f.Core().V1().Pods(),
+	nlc, err := nodelifecycle.NewController(ctx, f.Coordination().V1().Leases(), f.Core().V1().Pods(),
 		f.Core().V1().Nodes(), f.Apps().V1().DaemonSets(), c,
 		200*time.Millisecond, 2*time.Second, 2*time.Second, 0.1, 0.01, 50, 0.55, nodelifecycle.Features{LeaseCircuitBreaker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := ttl.NewTTLController(ctx, f.Core().V1().Nodes(), c)
+	tc := ttl.NewController(ctx, f.Core().V1().Nodes(), c)
 	cfg, err := nodeipam.NewConfig(klog.FromContext(ctx), nodeipam.Options{
 		CIDRAllocatorType: nodeipam.RangeAllocatorType, ClusterCIDR: "10.200.0.0/16", NodeCIDRMaskSize: 24})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ipam, err := nodeipam.NewNodeIpamController(ctx, f.Core().V1().Nodes(), c, cfg)
+	ipam, err := nodeipam.NewController(ctx, f.Core().V1().Nodes(), c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,11 +305,11 @@ func TestPersistentVolumeAndClaimKeepEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pvcp, err := pvcprotection.NewPVCProtectionController(klog.FromContext(ctx), core.PersistentVolumeClaims(), core.Pods(), c, pvcprotection.Features{UnusedSinceTime: true})
+	pvcp, err := pvcprotection.NewController(klog.FromContext(ctx), core.PersistentVolumeClaims(), core.Pods(), c, pvcprotection.Features{UnusedSinceTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pvp := pvprotection.NewPVProtectionController(klog.FromContext(ctx), core.PersistentVolumes(), c)
+	pvp := pvprotection.NewController(klog.FromContext(ctx), core.PersistentVolumes(), c)
 	f.Start(ctx.Done())
 	go binder.Run(ctx)
 	go pvcp.Run(ctx, 1)
@@ -411,7 +411,7 @@ func TestNamespaceKeepsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFactory(c)
-	nc := namespace.NewNamespaceController(ctx, c, mc, c.Discovery().ServerPreferredNamespacedResources,
+	nc := namespace.NewController(ctx, c, mc, c.Discovery().ServerPreferredNamespacedResources,
 		f.Core().V1().Namespaces(), 5*time.Minute, v1.FinalizerKubernetes)
 	nc.WakeWhenPodsGone(f.Core().V1().Pods())
 	f.Start(ctx.Done())

@@ -41,14 +41,14 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := newFactory(c)
-	dc, err := deployment.NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
+	dc, err := deployment.NewController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc.WithNamespaceInformer(factory.Core().V1().Namespaces())
-	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
+	rsc := replicaset.NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
 	rsc.WithNamespaceInformer(factory.Core().V1().Namespaces())
-	rm := replication.NewReplicationManager(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), c, replicaset.BurstReplicas, replication.Features{PodDeletionCost: true})
+	rm := replication.NewController(ctx, factory.Core().V1().Pods(), factory.Core().V1().ReplicationControllers(), c, replicaset.BurstReplicas, replication.Features{PodDeletionCost: true})
 	rm.WithNamespaceInformer(factory.Core().V1().Namespaces())
 	factory.Start(ctx.Done())
 	go dc.Run(ctx, 2)

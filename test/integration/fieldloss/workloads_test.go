@@ -56,7 +56,7 @@ func TestStatefulSetKeepsEveryField(t *testing.T) {
 	ns := framework.CreateNamespace(t, c, "fieldloss-sts")
 	ctx := testContext(t)
 	f := newFactory(c)
-	ssc := statefulset.NewStatefulSetController(ctx, f.Core().V1().Pods(), f.Apps().V1().StatefulSets(),
+	ssc := statefulset.NewController(ctx, f.Core().V1().Pods(), f.Apps().V1().StatefulSets(),
 		f.Core().V1().PersistentVolumeClaims(), f.Apps().V1().ControllerRevisions(), c,
 		statefulset.Features{MaxUnavailableStatefulSet: true, StatefulSetSemanticRevisionComparison: true, StaleControllerConsistency: true})
 	f.Start(ctx.Done())
@@ -191,7 +191,7 @@ func TestDaemonSetKeepsEveryField(t *testing.T) {
 	ctx := testContext(t)
 	node := createNode(t, c, ns+"-ds", map[string]string{"fieldloss": ns})
 	f := newFactory(c)
-	dsc, err := daemon.NewDaemonSetsController(ctx, f.Apps().V1().DaemonSets(), f.Apps().V1().ControllerRevisions(),
+	dsc, err := daemon.NewController(ctx, f.Apps().V1().DaemonSets(), f.Apps().V1().ControllerRevisions(),
 		f.Core().V1().Pods(), f.Core().V1().Nodes(), c, flowcontrol.NewBackOff(time.Second, 15*time.Minute),
 		daemon.Features{StaleControllerConsistency: true})
 	if err != nil {
@@ -402,7 +402,7 @@ func TestCronJobKeepsEveryField(t *testing.T) {
 	ns := framework.CreateNamespace(t, c, "fieldloss-cronjob")
 	ctx := testContext(t)
 	f := newFactory(c)
-	cjc, err := cronjob.NewControllerV2WithClock(ctx, f.Batch().V1().Jobs(), f.Batch().V1().CronJobs(), c,
+	cjc, err := cronjob.NewControllerWithClock(ctx, f.Batch().V1().Jobs(), f.Batch().V1().CronJobs(), c,
 		testingclock.NewFakePassiveClock(time.Now().Add(2*time.Minute)))
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func runControllersCtx(t *testing.T, ctx context.Context, c clientset.Interface)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ttl := ttlafterfinished.New(ctx, factory.Batch().V1().Jobs(), c)
+	ttl := ttlafterfinished.NewController(ctx, factory.Batch().V1().Jobs(), c)
 	factory.Start(ctx.Done())
 	go jc.Run(ctx, 5)
 	go ttl.Run(ctx, 5)

@@ -48,7 +48,7 @@ func runController(t *testing.T) clientset.Interface {
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	factory := informers.NewSharedInformerFactory(c, 0)
-	nc := namespace.NewNamespaceController(ctx, c, md, c.Discovery().ServerPreferredNamespacedResources,
+	nc := namespace.NewController(ctx, c, md, c.Discovery().ServerPreferredNamespacedResources,
 		factory.Core().V1().Namespaces(), 5*time.Minute, v1.FinalizerKubernetes)
 	factory.Start(ctx.Done())
 	done := make(chan struct{})

@@ -37,7 +37,7 @@ func runController(t *testing.T, c clientset.Interface, opts nodeipam.Options) {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(c, 0)
-	nc, err := nodeipam.NewNodeIpamController(ctx, factory.Core().V1().Nodes(), c, cfg)
+	nc, err := nodeipam.NewController(ctx, factory.Core().V1().Nodes(), c, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestInvalidConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(c, 0)
-	_, err = nodeipam.NewNodeIpamController(context.Background(), factory.Core().V1().Nodes(), c, cfg)
+	_, err = nodeipam.NewController(context.Background(), factory.Core().V1().Nodes(), c, cfg)
 	if err == nil || !strings.Contains(err.Error(), "mask size of cluster CIDR must be less than or equal to --node-cidr-mask-size") {
 		t.Fatalf("err %v", err)
 	}

@@ -44,14 +44,14 @@ func runControllersWithRate(t *testing.T, c clientset.Interface, qps float32) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	nlc, err := nodelifecycle.NewNodeLifecycleController(ctx,
+	nlc, err := nodelifecycle.NewController(ctx,
 		factory.Coordination().V1().Leases(), factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Apps().V1().DaemonSets(), c,
 		time.Second, gracePeriod, gracePeriod, qps, qps, 50, 0.55, nodelifecycle.Features{LeaseCircuitBreaker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tec, err := tainteviction.New(ctx, c, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller", false)
+	tec, err := tainteviction.NewController(ctx, c, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller", false)
 	if err != nil {
 		t.Fatal(err)
 	}

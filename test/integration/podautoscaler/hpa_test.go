@@ -130,12 +130,12 @@ func startTest(t *testing.T, prefix string) (clientset.Interface, string, contex
 	}
 
 	factory := informers.NewSharedInformerFactory(c, time.Hour)
-	dc, err := deployment.NewDeploymentController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
+	dc, err := deployment.NewController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, deployment.Features{TerminatingReplicas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
-	hpa := podautoscaler.NewHorizontalController(ctx, c.CoreV1(), scaleClient, c.AutoscalingV2(), mapper, metricsClient,
+	rsc := replicaset.NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), c, replicaset.BurstReplicas, replicaset.Features{TerminatingReplicas: true, StaleControllerConsistency: true, PodDeletionCost: true})
+	hpa := podautoscaler.NewController(ctx, c.CoreV1(), scaleClient, c.AutoscalingV2(), mapper, metricsClient,
 		factory.Autoscaling().V2().HorizontalPodAutoscalers(), factory.Core().V1().Pods(),
 		syncPeriod, stabilization, 0.1, 5*time.Minute, 30*time.Second, podautoscaler.Features{HPAGeneration: true, HPAConfigurableTolerance: true,
 			HPAScaleToZero: true, PodLevelResources: true, HPAOptimizedSelectorStore: true, StaleControllerConsistency: true})

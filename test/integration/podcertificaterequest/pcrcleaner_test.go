@@ -62,7 +62,7 @@ func runCleaner(t *testing.T, c clientset.Interface, now time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	cleaner := podcertificaterequestcleaner.NewPCRCleanerController(c,
+	cleaner := podcertificaterequestcleaner.NewController(c,
 		factory.Certificates().V1().PodCertificateRequests(),
 		testingclock.NewFakePassiveClock(now),
 		podcertificaterequestcleaner.DefaultThreshold,

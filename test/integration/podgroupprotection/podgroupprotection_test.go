@@ -34,7 +34,7 @@ func runController(t *testing.T, c clientset.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(c, 0)
-	pc, err := podgroupprotection.NewPodGroupProtectionController(klog.Background(),
+	pc, err := podgroupprotection.NewController(klog.Background(),
 		factory.Scheduling().V1beta1().PodGroups(), factory.Core().V1().Pods(), c)
 	if err != nil {
 		cancel()

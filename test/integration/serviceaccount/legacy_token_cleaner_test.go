@@ -66,7 +66,7 @@ func TestLegacyTokenCleaner(t *testing.T) {
 
 	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, klog.Background()))
 	factory := informers.NewSharedInformerFactory(c, 0)
-	cleaner, err := legacytokencleaner.NewLegacySATokenCleaner(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(),
+	cleaner, err := legacytokencleaner.NewController(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(),
 		factory.Core().V1().Pods(), c, clock.RealClock{},
 		legacytokencleaner.LegacySATokenCleanerOptions{CleanUpPeriod: time.Second, SyncInterval: time.Second})
 	if err != nil {

@@ -69,7 +69,7 @@ func runControllers(t *testing.T, c clientset.Interface, ca []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), c, ca)
+	pub, err := rootcacertpublisher.NewController(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), c, ca)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func runController(t *testing.T, c clientset.Interface) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	factory := informers.NewSharedInformerFactory(c, 0)
-	ssc := statefulset.NewStatefulSetController(ctx, factory.Core().V1().Pods(), factory.Apps().V1().StatefulSets(),
+	ssc := statefulset.NewController(ctx, factory.Core().V1().Pods(), factory.Apps().V1().StatefulSets(),
 		factory.Core().V1().PersistentVolumeClaims(), factory.Apps().V1().ControllerRevisions(), c,
 		statefulset.Features{MaxUnavailableStatefulSet: true, StatefulSetSemanticRevisionComparison: true, StaleControllerConsistency: true})
 	factory.Start(ctx.Done())

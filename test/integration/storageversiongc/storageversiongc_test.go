@@ -33,7 +33,7 @@ func runController(t *testing.T, c clientset.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(c, 0)
-	gc, err := storageversiongc.NewStorageVersionGC(klog.NewContext(ctx, klog.Background()), c,
+	gc, err := storageversiongc.NewController(klog.NewContext(ctx, klog.Background()), c,
 		factory.Coordination().V1().Leases(), factory.Internal().V1alpha1().StorageVersions())
 	if err != nil {
 		cancel()

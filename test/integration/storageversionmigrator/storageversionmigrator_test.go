@@ -136,7 +136,7 @@ func runControllers(t *testing.T) {
 		started := make(chan struct{})
 		monitors := svm.NewMetadataMonitors(ctx, disc, mdFactory, garbagecollector.DefaultIgnoredResources(), started)
 
-		migrator := svm.NewSVMController(ctx, client, dyn, svms, controllerName, mapper, monitors)
+		migrator := svm.NewController(ctx, client, dyn, svms, controllerName, mapper, monitors)
 		rv := svm.NewResourceVersionController(ctx, client, disc, md, svms, mapper)
 		runner := svm.NewCustomResourceController(ctx, client, svms, dyn)
 		factory.Start(ctx.Done())

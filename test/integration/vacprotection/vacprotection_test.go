@@ -31,7 +31,7 @@ func runController(t *testing.T, c clientset.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(c, 0)
-	vc, err := vacprotection.NewVACProtectionController(klog.Background(), c,
+	vc, err := vacprotection.NewController(klog.Background(), c,
 		factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes(), factory.Storage().V1().VolumeAttributesClasses())
 	if err != nil {
 		cancel()

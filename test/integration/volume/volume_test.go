@@ -47,11 +47,11 @@ func runControllers(t *testing.T, c clientset.Interface) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	pvcc, err := pvcprotection.NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), c, pvcprotection.Features{UnusedSinceTime: true})
+	pvcc, err := pvcprotection.NewController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), c, pvcprotection.Features{UnusedSinceTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pvpc := pvprotection.NewPVProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumes(), c)
+	pvpc := pvprotection.NewController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumes(), c)
 	ec, err := ephemeral.NewController(ctx, c, factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims())
 	if err != nil {
 		t.Fatal(err)

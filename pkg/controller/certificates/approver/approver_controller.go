@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	certificatesinformers "k8s.io/client-go/informers/certificates/v1"
+	clientset "k8s.io/client-go/kubernetes"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -22,6 +23,21 @@ import (
 // queueName labels the workqueue metrics; upstream's CSR controllers all
 // share it.
 const queueName = "certificate"
+
+// Controller approves kubelet client CSRs after a
+// SubjectAccessReview of their requester.
+type Controller struct {
+	*csrController
+	client      clientset.Interface
+	recognizers []recognizer
+}
+
+// NewController wires the approver to the CSR informer.
+func NewController(ctx context.Context, client clientset.Interface, csrInformer certificatesinformers.CertificateSigningRequestInformer) *Controller {
+	a := &Controller{client: client, recognizers: recognizers()}
+	a.csrController = newCSRController(ctx, "csrapproving", csrInformer, a.handle)
+	return a
+}
 
 // csrController queues CSR names and hands a private copy of every CSR
 // without a certificate to handler. It is upstream's generic certificate

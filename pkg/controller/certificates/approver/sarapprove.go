@@ -20,8 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	certificatesinformers "k8s.io/client-go/informers/certificates/v1"
-	clientset "k8s.io/client-go/kubernetes"
 )
 
 const (
@@ -56,25 +54,10 @@ func recognizers() []recognizer {
 	}
 }
 
-// CSRApprovingController approves kubelet client CSRs after a
-// SubjectAccessReview of their requester.
-type CSRApprovingController struct {
-	*csrController
-	client      clientset.Interface
-	recognizers []recognizer
-}
-
-// NewCSRApprovingController wires the approver to the CSR informer.
-func NewCSRApprovingController(ctx context.Context, client clientset.Interface, csrInformer certificatesinformers.CertificateSigningRequestInformer) *CSRApprovingController {
-	a := &CSRApprovingController{client: client, recognizers: recognizers()}
-	a.csrController = newCSRController(ctx, "csrapproving", csrInformer, a.handle)
-	return a
-}
-
 // handle approves csr when a recognizer matches it and the requester holds
 // that recognizer's permission. A recognized but unauthorized request is
 // retried with backoff (permissions may be granted later), quietly.
-func (a *CSRApprovingController) handle(ctx context.Context, csr *capi.CertificateSigningRequest) error {
+func (a *Controller) handle(ctx context.Context, csr *capi.CertificateSigningRequest) error {
 	if len(csr.Status.Certificate) != 0 {
 		return nil
 	}
@@ -117,7 +100,7 @@ func (a *CSRApprovingController) handle(ctx context.Context, csr *capi.Certifica
 }
 
 // authorize asks whether the CSR's requester may perform attrs.
-func (a *CSRApprovingController) authorize(ctx context.Context, csr *capi.CertificateSigningRequest, attrs authorizationv1.ResourceAttributes) (bool, error) {
+func (a *Controller) authorize(ctx context.Context, csr *capi.CertificateSigningRequest, attrs authorizationv1.ResourceAttributes) (bool, error) {
 	var extra map[string]authorizationv1.ExtraValue
 	if csr.Spec.Extra != nil {
 		extra = make(map[string]authorizationv1.ExtraValue, len(csr.Spec.Extra))

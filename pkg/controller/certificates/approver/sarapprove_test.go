@@ -192,7 +192,7 @@ func TestHandle(t *testing.T) {
 				sar.Status.Allowed = tc.allowed[ra.Subresource]
 				return true, sar, nil
 			})
-			a := &CSRApprovingController{client: client, recognizers: recognizers()}
+			a := &Controller{client: client, recognizers: recognizers()}
 			err := a.handle(context.Background(), tc.csr.DeepCopy())
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
@@ -245,7 +245,7 @@ func TestRunApproves(t *testing.T) {
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	a := NewCSRApprovingController(ctx, client, factory.Certificates().V1().CertificateSigningRequests())
+	a := NewController(ctx, client, factory.Certificates().V1().CertificateSigningRequests())
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { a.Run(ctx, 2); close(done) }()

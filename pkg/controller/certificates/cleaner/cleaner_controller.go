@@ -41,17 +41,17 @@ const (
 	pendingExpiration  = 24 * time.Hour
 )
 
-// CSRCleanerController deletes finished or abandoned CSRs.
-type CSRCleanerController struct {
+// Controller deletes finished or abandoned CSRs.
+type Controller struct {
 	csrClient  csrclient.CertificateSigningRequestInterface
 	csrLister  certificateslisters.CertificateSigningRequestLister
 	csrsSynced cache.InformerSynced
 	clock      clock.PassiveClock
 }
 
-// NewCSRCleanerController wires the cleaner to the CSR informer.
-func NewCSRCleanerController(csrClient csrclient.CertificateSigningRequestInterface, csrInformer certificatesinformers.CertificateSigningRequestInformer) *CSRCleanerController {
-	return &CSRCleanerController{
+// NewController wires the cleaner to the CSR informer.
+func NewController(csrClient csrclient.CertificateSigningRequestInterface, csrInformer certificatesinformers.CertificateSigningRequestInformer) *Controller {
+	return &Controller{
 		csrClient:  csrClient,
 		csrLister:  csrInformer.Lister(),
 		csrsSynced: csrInformer.Informer().HasSynced,
@@ -63,7 +63,7 @@ func NewCSRCleanerController(csrClient csrclient.CertificateSigningRequestInterf
 // workers goroutines, until ctx is cancelled. The controller manager runs
 // one worker. Unlike upstream, the first sweep waits for the CSR cache, so
 // it is not wasted on an empty lister.
-func (c *CSRCleanerController) Run(ctx context.Context, workers int) {
+func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting CSR cleaner controller")
@@ -83,7 +83,7 @@ func (c *CSRCleanerController) Run(ctx context.Context, workers int) {
 }
 
 // sweep checks every cached CSR once.
-func (c *CSRCleanerController) sweep(ctx context.Context) {
+func (c *Controller) sweep(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	csrs, err := c.csrLister.List(labels.Everything())
 	if err != nil {
@@ -97,7 +97,7 @@ func (c *CSRCleanerController) sweep(ctx context.Context) {
 	}
 }
 
-func (c *CSRCleanerController) handle(ctx context.Context, csr *capi.CertificateSigningRequest) error {
+func (c *Controller) handle(ctx context.Context, csr *capi.CertificateSigningRequest) error {
 	if !c.shouldDelete(klog.FromContext(ctx), csr) {
 		return nil
 	}
@@ -109,7 +109,7 @@ func (c *CSRCleanerController) handle(ctx context.Context, csr *capi.Certificate
 
 // shouldDelete applies the rules in upstream's order, logging the first
 // that matches.
-func (c *CSRCleanerController) shouldDelete(logger klog.Logger, csr *capi.CertificateSigningRequest) bool {
+func (c *Controller) shouldDelete(logger klog.Logger, csr *capi.CertificateSigningRequest) bool {
 	issued := len(csr.Status.Certificate) > 0
 	conds := csr.Status.Conditions
 
@@ -158,13 +158,13 @@ func (c *CSRCleanerController) shouldDelete(logger klog.Logger, csr *capi.Certif
 
 // olderThan: t is set and more than d ago. A condition without a
 // lastUpdateTime therefore never ages out.
-func (c *CSRCleanerController) olderThan(t metav1.Time, d time.Duration) bool {
+func (c *Controller) olderThan(t metav1.Time, d time.Duration) bool {
 	return !t.IsZero() && c.clock.Since(t.Time) > d
 }
 
 // certificateExpired reports whether the first certificate of the first
 // PEM block has passed its NotAfter; anything unparseable is not expired.
-func (c *CSRCleanerController) certificateExpired(pemBytes []byte) bool {
+func (c *Controller) certificateExpired(pemBytes []byte) bool {
 	block, _ := pem.Decode(pemBytes)
 	if block == nil {
 		return false

@@ -82,7 +82,7 @@ func TestShouldDelete(t *testing.T) {
 			if err := indexer.Add(csr); err != nil {
 				t.Fatal(err)
 			}
-			c := &CSRCleanerController{
+			c := &Controller{
 				csrClient: client.CertificatesV1().CertificateSigningRequests(),
 				csrLister: certificateslisters.NewCertificateSigningRequestLister(indexer),
 				clock:     testingclock.NewFakePassiveClock(now),
@@ -106,7 +106,7 @@ func TestRunSweepsAtStart(t *testing.T) {
 	fresh := &capi.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "fresh", CreationTimestamp: metav1.Now()}}
 	client := fake.NewClientset(old, fresh)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := NewCSRCleanerController(client.CertificatesV1().CertificateSigningRequests(), factory.Certificates().V1().CertificateSigningRequests())
+	c := NewController(client.CertificatesV1().CertificateSigningRequests(), factory.Certificates().V1().CertificateSigningRequests())
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	done := make(chan struct{})

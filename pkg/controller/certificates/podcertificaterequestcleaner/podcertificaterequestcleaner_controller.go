@@ -34,8 +34,8 @@ const (
 	DefaultPollingInterval = 5 * time.Minute
 )
 
-// PCRCleanerController deletes PodCertificateRequests older than threshold.
-type PCRCleanerController struct {
+// Controller deletes PodCertificateRequests older than threshold.
+type Controller struct {
 	client          kubernetes.Interface
 	pcrLister       certlistersv1.PodCertificateRequestLister
 	clock           clock.PassiveClock
@@ -43,18 +43,18 @@ type PCRCleanerController struct {
 	pollingInterval time.Duration
 }
 
-// NewPCRCleanerController creates a PCRCleanerController. The controller
+// NewController creates a Controller. The controller
 // manager passes the "podcertificaterequestcleaner" client, the shared
 // certificates/v1 PodCertificateRequest informer, a real clock,
 // DefaultThreshold and DefaultPollingInterval.
-func NewPCRCleanerController(
+func NewController(
 	client kubernetes.Interface,
 	pcrInformer certinformersv1.PodCertificateRequestInformer,
 	clock clock.PassiveClock,
 	threshold time.Duration,
 	pollingInterval time.Duration,
-) *PCRCleanerController {
-	return &PCRCleanerController{
+) *Controller {
+	return &Controller{
 		client:          client,
 		pcrLister:       pcrInformer.Lister(),
 		clock:           clock,
@@ -67,7 +67,7 @@ func NewPCRCleanerController(
 // As upstream, workers is ignored (one sweep loop runs) and the first sweep
 // does not wait for the informer cache: it may see nothing, in which case
 // the next sweep catches up.
-func (c *PCRCleanerController) Run(ctx context.Context, workers int) {
+func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 
 	logger := klog.FromContext(ctx)
@@ -78,7 +78,7 @@ func (c *PCRCleanerController) Run(ctx context.Context, workers int) {
 }
 
 // sweep checks every cached PodCertificateRequest once.
-func (c *PCRCleanerController) sweep(ctx context.Context) {
+func (c *Controller) sweep(ctx context.Context) {
 	pcrs, err := c.pcrLister.List(labels.Everything())
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Unable to list PodCertificateRequests")
@@ -94,7 +94,7 @@ func (c *PCRCleanerController) sweep(ctx context.Context) {
 // handle deletes pcr once it is threshold old (exactly threshold counts),
 // guarded by a UID precondition so a recreated namesake survives. A request
 // someone else already deleted is not an error.
-func (c *PCRCleanerController) handle(ctx context.Context, pcr *certsv1.PodCertificateRequest) error {
+func (c *Controller) handle(ctx context.Context, pcr *certsv1.PodCertificateRequest) error {
 	if c.clock.Now().Before(pcr.CreationTimestamp.Add(c.threshold)) {
 		return nil
 	}

@@ -53,7 +53,7 @@ func condition(typ string) metav1.Condition {
 
 // newController builds a cleaner over a fake client holding objs, with its
 // lister filled directly (no informer goroutines).
-func newController(t *testing.T, objs ...runtime.Object) (*PCRCleanerController, *fake.Clientset) {
+func newController(t *testing.T, objs ...runtime.Object) (*Controller, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -63,7 +63,7 @@ func newController(t *testing.T, objs ...runtime.Object) (*PCRCleanerController,
 			t.Fatal(err)
 		}
 	}
-	c := NewPCRCleanerController(client, inf, testingclock.NewFakePassiveClock(now), DefaultThreshold, DefaultPollingInterval)
+	c := NewController(client, inf, testingclock.NewFakePassiveClock(now), DefaultThreshold, DefaultPollingInterval)
 	return c, client
 }
 
@@ -189,7 +189,7 @@ func TestRunPolls(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clock := testingclock.NewFakePassiveClock(now)
-	c := NewPCRCleanerController(client, factory.Certificates().V1().PodCertificateRequests(), clock, DefaultThreshold, 10*time.Millisecond)
+	c := NewController(client, factory.Certificates().V1().PodCertificateRequests(), clock, DefaultThreshold, 10*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	factory.Start(ctx.Done())

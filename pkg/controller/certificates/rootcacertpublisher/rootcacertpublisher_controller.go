@@ -36,9 +36,9 @@ const (
 	queueName = "root_ca_cert_publisher"
 )
 
-// Publisher keeps kube-root-ca.crt correct in every namespace. Its queue
+// Controller keeps kube-root-ca.crt correct in every namespace. Its queue
 // holds namespace names.
-type Publisher struct {
+type Controller struct {
 	client clientset.Interface
 	rootCA []byte
 
@@ -53,11 +53,11 @@ type Publisher struct {
 	syncHandler func(ctx context.Context, key string) error
 }
 
-// NewPublisher wires the controller to its informers; rootCA is the
+// NewController wires the controller to its informers; rootCA is the
 // PEM bundle to publish.
-func NewPublisher(cmInformer coreinformers.ConfigMapInformer, nsInformer coreinformers.NamespaceInformer, cl clientset.Interface, rootCA []byte) (*Publisher, error) {
+func NewController(cmInformer coreinformers.ConfigMapInformer, nsInformer coreinformers.NamespaceInformer, cl clientset.Interface, rootCA []byte) (*Controller, error) {
 	registerMetrics()
-	c := &Publisher{
+	c := &Controller{
 		client:   cl,
 		rootCA:   rootCA,
 		cmLister: cmInformer.Lister(),
@@ -92,12 +92,12 @@ func NewPublisher(cmInformer coreinformers.ConfigMapInformer, nsInformer coreinf
 
 // Run waits for the caches and syncs namespaces with workers goroutines
 // until ctx is cancelled. The controller manager runs one worker.
-func (c *Publisher) Run(ctx context.Context, workers int) {
+func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	c.loop.Run(ctx, workers, c.cmListerSynced, c.nsListerSynced)
 }
 
-func (c *Publisher) configMapChanged(obj interface{}) {
+func (c *Controller) configMapChanged(obj interface{}) {
 	obj = controller.Untombstone(obj)
 	cm, ok := obj.(*v1.ConfigMap)
 	if !ok {
@@ -109,7 +109,7 @@ func (c *Publisher) configMapChanged(obj interface{}) {
 	}
 }
 
-func (c *Publisher) namespaceAdded(obj interface{}) {
+func (c *Controller) namespaceAdded(obj interface{}) {
 	if ns, ok := obj.(*v1.Namespace); ok {
 		c.queue.Add(ns.Name)
 	}
@@ -117,7 +117,7 @@ func (c *Publisher) namespaceAdded(obj interface{}) {
 
 // namespaceUpdated skips namespaces that are not active: a terminating
 // namespace refuses creates, and its ConfigMap is about to go anyway.
-func (c *Publisher) namespaceUpdated(_, newObj interface{}) {
+func (c *Controller) namespaceUpdated(_, newObj interface{}) {
 	ns, ok := newObj.(*v1.Namespace)
 	if !ok || ns.Status.Phase != v1.NamespaceActive {
 		return
@@ -126,7 +126,7 @@ func (c *Publisher) namespaceUpdated(_, newObj interface{}) {
 }
 
 // syncNamespace creates the ConfigMap or repairs its data and annotation.
-func (c *Publisher) syncNamespace(ctx context.Context, ns string) (err error) {
+func (c *Controller) syncNamespace(ctx context.Context, ns string) (err error) {
 	start := time.Now()
 	defer func() {
 		recordMetrics(start, err)

@@ -37,11 +37,11 @@ func rootCACM(ns string, data map[string]string, annotations map[string]string) 
 	}
 }
 
-func newPublisher(t *testing.T, objs ...runtime.Object) (*Publisher, *fake.Clientset, informers.SharedInformerFactory) {
+func newPublisher(t *testing.T, objs ...runtime.Object) (*Controller, *fake.Clientset, informers.SharedInformerFactory) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	p, err := NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, []byte(testCA))
+	p, err := NewController(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, []byte(testCA))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,8 @@ const (
 	failedReason = "SignerValidationFailure"
 )
 
-// CSRSigningController signs the approved CSRs of one signer.
-type CSRSigningController struct {
+// Controller signs the approved CSRs of one signer.
+type Controller struct {
 	signerName string
 	client     clientset.Interface
 	ca         *caProvider
@@ -56,10 +56,10 @@ type CSRSigningController struct {
 	loop       controller.WorkLoop[string]
 }
 
-// NewCSRSigningController builds the loop for signerName, which must be one
+// NewController builds the loop for signerName, which must be one
 // of the four built-in signers, with the CA in caFile/caKeyFile. It fails
 // if the CA files cannot be loaded.
-func NewCSRSigningController(
+func NewController(
 	ctx context.Context,
 	controllerName string,
 	signerName string,
@@ -67,7 +67,7 @@ func NewCSRSigningController(
 	csrInformer certificatesinformers.CertificateSigningRequestInformer,
 	caFile, caKeyFile string,
 	certTTL time.Duration,
-) (*CSRSigningController, error) {
+) (*Controller, error) {
 	validate, err := validatorFor(signerName)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func NewCSRSigningController(
 	if err != nil {
 		return nil, err
 	}
-	c := &CSRSigningController{
+	c := &Controller{
 		signerName: signerName,
 		client:     client,
 		ca:         ca,
@@ -116,7 +116,7 @@ func NewCSRSigningController(
 
 // Run waits for the CSR cache and signs with workers goroutines until ctx
 // is cancelled. The controller manager runs five workers per signer.
-func (c *CSRSigningController) Run(ctx context.Context, workers int) {
+func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	c.loop.Run(ctx, workers, c.csrsSynced)
 }
@@ -127,7 +127,7 @@ func asCSR(obj interface{}) *capi.CertificateSigningRequest {
 	return csr
 }
 
-func (c *CSRSigningController) enqueue(obj interface{}) {
+func (c *Controller) enqueue(obj interface{}) {
 	key, err := controller.KeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -137,7 +137,7 @@ func (c *CSRSigningController) enqueue(obj interface{}) {
 }
 
 // sync hands a private copy of a CSR that has no certificate yet to handle.
-func (c *CSRSigningController) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	defer func() {
@@ -160,7 +160,7 @@ func (c *CSRSigningController) sync(ctx context.Context, key string) error {
 // handle issues a certificate for an approved request of this signer, or
 // marks it Failed when the signer's rules refuse it. Both are written
 // through the status subresource.
-func (c *CSRSigningController) handle(ctx context.Context, req *capi.CertificateSigningRequest) error {
+func (c *Controller) handle(ctx context.Context, req *capi.CertificateSigningRequest) error {
 	if !isApproved(req) || hasTrueCondition(req, capi.CertificateFailed) {
 		return nil
 	}
@@ -196,7 +196,7 @@ func (c *CSRSigningController) handle(ctx context.Context, req *capi.Certificate
 }
 
 // sign issues a PEM certificate from the current CA.
-func (c *CSRSigningController) sign(ctx context.Context, crDER []byte, usages []capi.KeyUsage, expirationSeconds *int32) ([]byte, error) {
+func (c *Controller) sign(ctx context.Context, crDER []byte, usages []capi.KeyUsage, expirationSeconds *int32) ([]byte, error) {
 	ca, err := c.ca.current(klog.FromContext(ctx))
 	if err != nil {
 		return nil, err
@@ -211,7 +211,7 @@ func (c *CSRSigningController) sign(ctx context.Context, crDER []byte, usages []
 // duration is the lifetime to issue: the requested one, capped at certTTL
 // and raised to minDuration (twice the backdate, so the certificate is
 // valid for a while once issued).
-func (c *CSRSigningController) duration(expirationSeconds *int32) time.Duration {
+func (c *Controller) duration(expirationSeconds *int32) time.Duration {
 	if expirationSeconds == nil {
 		return c.certTTL
 	}

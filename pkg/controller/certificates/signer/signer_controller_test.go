@@ -33,12 +33,12 @@ var (
 
 // newController builds a controller for signerName with ca's files and a
 // fake clock at testNow.
-func newController(t *testing.T, signerName string, ca *testCA, ttl time.Duration, objs ...runtime.Object) (*CSRSigningController, *fake.Clientset, informers.SharedInformerFactory) {
+func newController(t *testing.T, signerName string, ca *testCA, ttl time.Duration, objs ...runtime.Object) (*Controller, *fake.Clientset, informers.SharedInformerFactory) {
 	t.Helper()
 	certFile, keyFile := ca.write(t, t.TempDir())
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewCSRSigningController(testCtx(t), "csrsigning-test", signerName, client,
+	c, err := NewController(testCtx(t), "csrsigning-test", signerName, client,
 		factory.Certificates().V1().CertificateSigningRequests(), certFile, keyFile, ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestHandleErrors(t *testing.T) {
 }
 
 func TestDuration(t *testing.T) {
-	c := &CSRSigningController{certTTL: 24 * time.Hour}
+	c := &Controller{certTTL: 24 * time.Hour}
 	secs := func(d time.Duration) *int32 { return csr.DurationToExpirationSeconds(d) }
 	cases := []struct {
 		requested *int32
@@ -213,7 +213,7 @@ func TestDuration(t *testing.T) {
 		}
 	}
 	// The cap wins over the minimum, as upstream.
-	tiny := &CSRSigningController{certTTL: 5 * time.Minute}
+	tiny := &Controller{certTTL: 5 * time.Minute}
 	if got := tiny.duration(secs(time.Hour)); got != 5*time.Minute {
 		t.Errorf("duration above a 5m cap = %v", got)
 	}
@@ -272,7 +272,7 @@ func TestNewCSRSigningControllerErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-			_, err := NewCSRSigningController(testCtx(t), "x", tc.signer, fake.NewClientset(),
+			_, err := NewController(testCtx(t), "x", tc.signer, fake.NewClientset(),
 				factory.Certificates().V1().CertificateSigningRequests(), tc.cert, tc.key, time.Hour)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)

@@ -55,7 +55,7 @@ const (
 	dateFormat = "2006-01-02"
 )
 
-// LegacySATokenCleanerOptions configures a LegacySATokenCleaner.
+// LegacySATokenCleanerOptions configures a Controller.
 type LegacySATokenCleanerOptions struct {
 	// CleanUpPeriod is how long a token must go unused before it is marked
 	// invalid, and then how long it stays invalid before it is deleted
@@ -65,9 +65,9 @@ type LegacySATokenCleanerOptions struct {
 	SyncInterval time.Duration
 }
 
-// LegacySATokenCleaner marks and then deletes unused auto-generated
+// Controller marks and then deletes unused auto-generated
 // service account token Secrets.
-type LegacySATokenCleaner struct {
+type Controller struct {
 	client        clientset.Interface
 	clock         clock.PassiveClock
 	cleanUpPeriod time.Duration
@@ -81,16 +81,16 @@ type LegacySATokenCleaner struct {
 	podSynced    cache.InformerSynced
 }
 
-// NewLegacySATokenCleaner wires the cleaner to the shared informers. Both
+// NewController wires the cleaner to the shared informers. Both
 // periods must be positive.
-func NewLegacySATokenCleaner(saInformer coreinformers.ServiceAccountInformer, secretInformer coreinformers.SecretInformer, podInformer coreinformers.PodInformer, client clientset.Interface, cl clock.PassiveClock, options LegacySATokenCleanerOptions) (*LegacySATokenCleaner, error) {
+func NewController(saInformer coreinformers.ServiceAccountInformer, secretInformer coreinformers.SecretInformer, podInformer coreinformers.PodInformer, client clientset.Interface, cl clock.PassiveClock, options LegacySATokenCleanerOptions) (*Controller, error) {
 	if options.CleanUpPeriod <= 0 {
 		return nil, fmt.Errorf("invalid CleanUpPeriod: %v", options.CleanUpPeriod)
 	}
 	if options.SyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid SyncInterval: %v", options.SyncInterval)
 	}
-	return &LegacySATokenCleaner{
+	return &Controller{
 		client:        client,
 		clock:         cl,
 		cleanUpPeriod: options.CleanUpPeriod,
@@ -106,7 +106,7 @@ func NewLegacySATokenCleaner(saInformer coreinformers.ServiceAccountInformer, se
 
 // Run evaluates every token once the caches are synced, then every
 // SyncInterval, until ctx is cancelled.
-func (tc *LegacySATokenCleaner) Run(ctx context.Context) {
+func (tc *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting legacy service account token cleaner controller")
@@ -120,7 +120,7 @@ func (tc *LegacySATokenCleaner) Run(ctx context.Context) {
 
 // evaluateSATokens makes one pass over all Secrets. Problems with one
 // Secret are logged and do not stop the pass; the next pass retries.
-func (tc *LegacySATokenCleaner) evaluateSATokens(ctx context.Context) {
+func (tc *Controller) evaluateSATokens(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	now := tc.clock.Now().UTC()
 	trackedSince, err := tc.latestPossibleTrackedSince(ctx)
@@ -149,7 +149,7 @@ func (tc *LegacySATokenCleaner) evaluateSATokens(ctx context.Context) {
 
 // evaluate marks or deletes one Secret if it is an auto-generated token,
 // created and unused before cutoff, and mounted by no pod.
-func (tc *LegacySATokenCleaner) evaluate(ctx context.Context, secret *v1.Secret, now, cutoff time.Time, cutoffDate string, mountedByNamespace map[string]sets.Set[string]) {
+func (tc *Controller) evaluate(ctx context.Context, secret *v1.Secret, now, cutoff time.Time, cutoffDate string, mountedByNamespace map[string]sets.Set[string]) {
 	logger := klog.FromContext(ctx).WithValues("secret", klog.KObj(secret))
 	if secret.Type != v1.SecretTypeServiceAccountToken || secret.DeletionTimestamp != nil {
 		return
@@ -211,7 +211,7 @@ func (tc *LegacySATokenCleaner) evaluate(ctx context.Context, secret *v1.Secret,
 
 // markInvalid sets InvalidSinceLabelKey to today with a merge patch that
 // carries the UID, so it cannot land on a recreated Secret.
-func (tc *LegacySATokenCleaner) markInvalid(ctx context.Context, logger klog.Logger, secret *v1.Secret, today string) {
+func (tc *Controller) markInvalid(ctx context.Context, logger klog.Logger, secret *v1.Secret, today string) {
 	logger.Info("Mark the auto-generated service account token as invalid", "invalidSince", today)
 	patch, err := json.Marshal(applycorev1.Secret(secret.Name, secret.Namespace).
 		WithUID(secret.UID).
@@ -228,7 +228,7 @@ func (tc *LegacySATokenCleaner) markInvalid(ctx context.Context, logger klog.Log
 // serviceAccountOf returns the ServiceAccount a token Secret names in its
 // annotations, or nil if there is none or its UID differs from the one
 // recorded (the Secret belonged to an earlier account of that name).
-func (tc *LegacySATokenCleaner) serviceAccountOf(secret *v1.Secret) (*v1.ServiceAccount, error) {
+func (tc *Controller) serviceAccountOf(secret *v1.Secret) (*v1.ServiceAccount, error) {
 	name := secret.Annotations[v1.ServiceAccountNameKey]
 	if name == "" {
 		return nil, nil
@@ -257,7 +257,7 @@ func referencesSecret(sa *v1.ServiceAccount, name string) bool {
 
 // mountedSecretNames is every Secret name the namespace's pods refer to,
 // computed once per namespace per pass.
-func (tc *LegacySATokenCleaner) mountedSecretNames(namespace string, cached map[string]sets.Set[string]) (sets.Set[string], error) {
+func (tc *Controller) mountedSecretNames(namespace string, cached map[string]sets.Set[string]) (sets.Set[string], error) {
 	if names, ok := cached[namespace]; ok {
 		return names, nil
 	}
@@ -277,7 +277,7 @@ func (tc *LegacySATokenCleaner) mountedSecretNames(namespace string, cached map[
 // server recorded as the beginning of tracking: a token used on that day
 // may have been used before tracking began. The ConfigMap is read from the
 // API because the controller's RBAC role allows get on it only.
-func (tc *LegacySATokenCleaner) latestPossibleTrackedSince(ctx context.Context) (time.Time, error) {
+func (tc *Controller) latestPossibleTrackedSince(ctx context.Context) (time.Time, error) {
 	cm, err := tc.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, TrackingConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		return time.Time{}, err

@@ -72,11 +72,11 @@ func podUsing(namespace string, spec v1.PodSpec) *v1.Pod {
 
 // newCleaner puts objs in the fake API and the caches (the tracking
 // ConfigMap is only read from the API).
-func newCleaner(t *testing.T, objs ...runtime.Object) (*LegacySATokenCleaner, *fake.Clientset) {
+func newCleaner(t *testing.T, objs ...runtime.Object) (*Controller, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tc, err := NewLegacySATokenCleaner(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), factory.Core().V1().Pods(),
+	tc, err := NewController(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), factory.Core().V1().Pods(),
 		client, testingclock.NewFakePassiveClock(testNow), LegacySATokenCleanerOptions{CleanUpPeriod: period, SyncInterval: DefaultCleanerSyncInterval})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestNewLegacySATokenCleanerValidation(t *testing.T) {
 		{CleanUpPeriod: -time.Hour, SyncInterval: time.Hour},
 		{CleanUpPeriod: time.Hour, SyncInterval: 0},
 	} {
-		_, err := NewLegacySATokenCleaner(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), factory.Core().V1().Pods(),
+		_, err := NewController(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), factory.Core().V1().Pods(),
 			fake.NewClientset(), testingclock.NewFakePassiveClock(testNow), opts)
 		if err == nil {
 			t.Errorf("options %+v accepted", opts)
@@ -281,7 +281,7 @@ func TestNewLegacySATokenCleanerValidation(t *testing.T) {
 func TestRun(t *testing.T) {
 	client := fake.NewClientset(trackingConfigMap("2029-01-01"), serviceAccount("sa-token"), tokenSecret(nil))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tc, err := NewLegacySATokenCleaner(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), factory.Core().V1().Pods(),
+	tc, err := NewController(factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), factory.Core().V1().Pods(),
 		client, testingclock.NewFakePassiveClock(testNow), LegacySATokenCleanerOptions{CleanUpPeriod: period, SyncInterval: DefaultCleanerSyncInterval})
 	if err != nil {
 		t.Fatal(err)

@@ -83,8 +83,8 @@ var DefaultTimerConfig = TimerConfig{
 	DesiredStateOfWorldPopulatorListPodsRetryDuration: 3 * time.Minute,
 }
 
-// AttachDetachController attaches and detaches volumes for managed nodes.
-type AttachDetachController struct {
+// Controller attaches and detaches volumes for managed nodes.
+type Controller struct {
 	kubeClient clientset.Interface
 
 	podLister  corelisters.PodLister
@@ -112,13 +112,13 @@ type AttachDetachController struct {
 	pvcLoop  controller.WorkLoop[string]
 }
 
-// NewAttachDetachController wires the controller to the shared informers.
+// NewController wires the controller to the shared informers.
 // The controller manager gives it the "attachdetach-controller" client.
 // CSINodes are only waited for: with CSI migration complete for every
 // in-tree plugin, translation does not depend on the node, as upstream.
 // FlexVolume drivers are looked for in flexVolumePluginDir (created if
 // missing; an unusable directory only disables FlexVolume).
-func NewAttachDetachController(
+func NewController(
 	ctx context.Context,
 	kubeClient clientset.Interface,
 	podInformer coreinformers.PodInformer,
@@ -133,9 +133,9 @@ func NewAttachDetachController(
 	reconcilerSyncDuration time.Duration,
 	disableForceDetachOnTimeout bool,
 	timerConfig TimerConfig,
-) (*AttachDetachController, error) {
+) (*Controller, error) {
 	logger := klog.FromContext(ctx)
-	adc := &AttachDetachController{
+	adc := &Controller{
 		kubeClient: kubeClient,
 		podLister:  podInformer.Lister(),
 		podIndexer: podInformer.Informer().GetIndexer(),
@@ -227,7 +227,7 @@ func NewAttachDetachController(
 // Run waits for the caches, rebuilds the actual and desired states from
 // the API objects, then runs the reconciler, the populator and the PVC
 // worker until ctx is done.
-func (adc *AttachDetachController) Run(ctx context.Context) {
+func (adc *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stopEvents := controller.StartEventSink(adc.broadcaster, adc.kubeClient)
 	defer stopEvents()
@@ -261,16 +261,16 @@ func (adc *AttachDetachController) Run(ctx context.Context) {
 }
 
 // GetDesiredStateOfWorld exposes the desired state, for tests.
-func (adc *AttachDetachController) GetDesiredStateOfWorld() *cache.DesiredStateOfWorld {
+func (adc *Controller) GetDesiredStateOfWorld() *cache.DesiredStateOfWorld {
 	return adc.dsw
 }
 
 // GetActualStateOfWorld exposes the actual state, for tests.
-func (adc *AttachDetachController) GetActualStateOfWorld() *cache.ActualStateOfWorld {
+func (adc *Controller) GetActualStateOfWorld() *cache.ActualStateOfWorld {
 	return adc.asw
 }
 
-func (adc *AttachDetachController) podAdd(logger klog.Logger, obj interface{}) {
+func (adc *Controller) podAdd(logger klog.Logger, obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok || pod == nil || pod.Spec.NodeName == "" {
 		return
@@ -278,7 +278,7 @@ func (adc *AttachDetachController) podAdd(logger klog.Logger, obj interface{}) {
 	adc.processPodVolumes(logger, pod, wantsVolumes(pod))
 }
 
-func (adc *AttachDetachController) podDelete(logger klog.Logger, obj interface{}) {
+func (adc *Controller) podDelete(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
@@ -288,7 +288,7 @@ func (adc *AttachDetachController) podDelete(logger klog.Logger, obj interface{}
 	adc.processPodVolumes(logger, pod, false)
 }
 
-func (adc *AttachDetachController) nodeAdd(logger klog.Logger, obj interface{}) {
+func (adc *Controller) nodeAdd(logger klog.Logger, obj interface{}) {
 	node, ok := obj.(*v1.Node)
 	if !ok || node == nil {
 		return
@@ -298,7 +298,7 @@ func (adc *AttachDetachController) nodeAdd(logger klog.Logger, obj interface{}) 
 	adc.asw.SetNodeStatusUpdateNeeded(logger, types.NodeName(node.Name))
 }
 
-func (adc *AttachDetachController) nodeUpdate(logger klog.Logger, obj interface{}) {
+func (adc *Controller) nodeUpdate(logger klog.Logger, obj interface{}) {
 	node, ok := obj.(*v1.Node)
 	if !ok || node == nil {
 		return
@@ -307,7 +307,7 @@ func (adc *AttachDetachController) nodeUpdate(logger klog.Logger, obj interface{
 	adc.processVolumesInUse(logger, types.NodeName(node.Name), node.Status.VolumesInUse)
 }
 
-func (adc *AttachDetachController) nodeDelete(logger klog.Logger, obj interface{}) {
+func (adc *Controller) nodeDelete(logger klog.Logger, obj interface{}) {
 	obj = controller.Untombstone(obj)
 	node, ok := obj.(*v1.Node)
 	if !ok || node == nil {
@@ -323,18 +323,18 @@ func (adc *AttachDetachController) nodeDelete(logger klog.Logger, obj interface{
 
 // addNodeToDSW manages the node if it asks for controller attach/detach.
 // Nodes are never unmanaged while they exist, as upstream.
-func (adc *AttachDetachController) addNodeToDSW(node *v1.Node) {
+func (adc *Controller) addNodeToDSW(node *v1.Node) {
 	if _, ok := node.Annotations[ControllerManagedAttachAnnotation]; ok {
 		adc.dsw.AddNode(types.NodeName(node.Name))
 	}
 }
 
-func (adc *AttachDetachController) processVolumesInUse(logger klog.Logger, node types.NodeName, inUse []v1.UniqueVolumeName) {
+func (adc *Controller) processVolumesInUse(logger klog.Logger, node types.NodeName, inUse []v1.UniqueVolumeName) {
 	logger.V(4).Info("processVolumesInUse for node", "node", klog.KRef("", string(node)))
 	adc.asw.SetVolumesMountedByNode(logger, inUse, node)
 }
 
-func (adc *AttachDetachController) enqueuePVC(obj interface{}) {
+func (adc *Controller) enqueuePVC(obj interface{}) {
 	key, err := kcache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("couldn't get key for object %+v: %w", obj, err))
@@ -346,7 +346,7 @@ func (adc *AttachDetachController) enqueuePVC(obj interface{}) {
 // syncPVC re-adds the volumes of the running, scheduled pods using a
 // claim once it is bound: a pod seen before its claim bound had nothing
 // to attach then.
-func (adc *AttachDetachController) syncPVC(ctx context.Context, key string) error {
+func (adc *Controller) syncPVC(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	logger.V(5).Info("syncPVCByKey", "pvcKey", key)
 	namespace, name, err := kcache.SplitMetaNamespaceKey(key)
@@ -383,7 +383,7 @@ func (adc *AttachDetachController) syncPVC(ctx context.Context, key string) erro
 // detached by its unique name alone) and from VolumeAttachments not
 // reported by any node (marked uncertain, so that they are attached again
 // if wanted and deleted otherwise).
-func (adc *AttachDetachController) populateActualStateOfWorld(logger klog.Logger) error {
+func (adc *Controller) populateActualStateOfWorld(logger klog.Logger) error {
 	logger.V(5).Info("Populating ActualStateOfworld")
 	nodes, err := adc.nodeLister.List(labels.Everything())
 	if err != nil {
@@ -406,7 +406,7 @@ func (adc *AttachDetachController) populateActualStateOfWorld(logger klog.Logger
 	return nil
 }
 
-func (adc *AttachDetachController) processVolumeAttachments(logger klog.Logger) error {
+func (adc *Controller) processVolumeAttachments(logger klog.Logger) error {
 	vas, err := adc.vaLister.List(labels.Everything())
 	if err != nil {
 		logger.Error(err, "Failed to list VolumeAttachment objects")
@@ -461,7 +461,7 @@ func (adc *AttachDetachController) processVolumeAttachments(logger klog.Logger) 
 
 // populateDesiredStateOfWorld adds every pod's volumes and gives the
 // attached volumes found at start-up the specs of the pods using them.
-func (adc *AttachDetachController) populateDesiredStateOfWorld(logger klog.Logger) error {
+func (adc *Controller) populateDesiredStateOfWorld(logger klog.Logger) error {
 	logger.V(5).Info("Populating DesiredStateOfworld")
 	pods, err := adc.podLister.List(labels.Everything())
 	if err != nil {
@@ -504,7 +504,7 @@ func (adc *AttachDetachController) populateDesiredStateOfWorld(logger klog.Logge
 }
 
 // nodeVolumeDevicePath is the device path the node reports for the volume.
-func (adc *AttachDetachController) nodeVolumeDevicePath(volume v1.UniqueVolumeName, nodeName types.NodeName) (string, error) {
+func (adc *Controller) nodeVolumeDevicePath(volume v1.UniqueVolumeName, nodeName types.NodeName) (string, error) {
 	node, err := adc.nodeLister.Get(string(nodeName))
 	if err != nil {
 		return "", err

@@ -29,7 +29,7 @@ type fixture struct {
 	logger   klog.Logger
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
-	adc      *AttachDetachController
+	adc      *Controller
 	recorder *record.FakeRecorder
 }
 
@@ -42,7 +42,7 @@ func newFixture(t *testing.T, disableForceDetachOnTimeout bool, objects ...runti
 	factory := informers.NewSharedInformerFactory(client, 0)
 	timers := DefaultTimerConfig
 	timers.ReconcilerMaxWaitForUnmountDuration = 50 * time.Millisecond
-	adc, err := NewAttachDetachController(ctx, client,
+	adc, err := NewController(ctx, client,
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes(),
 		factory.Storage().V1().CSINodes(), factory.Storage().V1().CSIDrivers(), factory.Storage().V1().VolumeAttachments(),

@@ -111,7 +111,7 @@ func (vs volumeSpecs) inTreeSpec(logger klog.Logger, podVolume v1.Volume, pod *v
 
 // processPodVolumes adds (add) or removes the pod's attachable volumes in
 // the desired state. Pods on unmanaged nodes are ignored.
-func (adc *AttachDetachController) processPodVolumes(logger klog.Logger, pod *v1.Pod, add bool) {
+func (adc *Controller) processPodVolumes(logger klog.Logger, pod *v1.Pod, add bool) {
 	if pod == nil {
 		return
 	}

@@ -23,7 +23,7 @@ func TestRun(t *testing.T) {
 	pvc, pv := boundCSI("ns", "c", "h1")
 	client := fake.NewClientset(node("n", true), pvc, pv, claimPod("ns", "p", "n", "c"))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	adc, err := NewAttachDetachController(ctx, client,
+	adc, err := NewController(ctx, client,
 		factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes(),
 		factory.Storage().V1().CSINodes(), factory.Storage().V1().CSIDrivers(), factory.Storage().V1().VolumeAttachments(),

@@ -37,11 +37,7 @@ const (
 )
 
 // Controller creates the PVCs of generic ephemeral volumes.
-type Controller interface {
-	Run(ctx context.Context, workers int)
-}
-
-type ephemeralController struct {
+type Controller struct {
 	kubeClient  clientset.Interface
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -58,10 +54,10 @@ type ephemeralController struct {
 
 // NewController wires the controller to the pod and PVC informers. Its
 // queue holds namespace/name keys of pods.
-func NewController(ctx context.Context, kubeClient clientset.Interface, podInformer coreinformers.PodInformer, pvcInformer coreinformers.PersistentVolumeClaimInformer) (Controller, error) {
+func NewController(ctx context.Context, kubeClient clientset.Interface, podInformer coreinformers.PodInformer, pvcInformer coreinformers.PersistentVolumeClaimInformer) (*Controller, error) {
 	registerMetrics()
 	broadcaster, recorder := controller.NewEventRecorder(ctx, eventComponent)
-	ec := &ephemeralController{
+	ec := &Controller{
 		kubeClient:  kubeClient,
 		broadcaster: broadcaster,
 		recorder:    recorder,
@@ -97,7 +93,7 @@ func NewController(ctx context.Context, kubeClient clientset.Interface, podInfor
 // Run starts sending events, waits for the caches and syncs pods with
 // workers goroutines (--concurrent-ephemeralvolume-syncs) until ctx is
 // cancelled.
-func (ec *ephemeralController) Run(ctx context.Context, workers int) {
+func (ec *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stopEvents := controller.StartEventSink(ec.broadcaster, ec.kubeClient)
 	defer stopEvents()
@@ -106,7 +102,7 @@ func (ec *ephemeralController) Run(ctx context.Context, workers int) {
 
 // enqueuePod queues a pod that is not being deleted and has at least one
 // ephemeral volume.
-func (ec *ephemeralController) enqueuePod(obj interface{}) {
+func (ec *Controller) enqueuePod(obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok || pod.DeletionTimestamp != nil || !hasEphemeralVolume(pod) {
 		return
@@ -130,7 +126,7 @@ func hasEphemeralVolume(pod *v1.Pod) bool {
 
 // deletePVC queues the pods that name the deleted claim; the index narrows
 // them down and the sync decides whether the claim was theirs.
-func (ec *ephemeralController) deletePVC(obj interface{}) {
+func (ec *Controller) deletePVC(obj interface{}) {
 	obj = controller.Untombstone(obj)
 	pvc, ok := obj.(*v1.PersistentVolumeClaim)
 	if !ok {
@@ -149,7 +145,7 @@ func (ec *ephemeralController) deletePVC(obj interface{}) {
 // syncPod makes sure every ephemeral volume of the pod has its claim. The
 // first volume that fails stops the sync: a warning event on the pod says
 // why, and the pod is retried with backoff.
-func (ec *ephemeralController) syncPod(ctx context.Context, key string) error {
+func (ec *Controller) syncPod(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -180,7 +176,7 @@ func (ec *ephemeralController) syncPod(ctx context.Context, key string) error {
 // ensureClaim creates the claim of an ephemeral volume unless it exists.
 // An existing claim that is not the pod's is an error: the pod must not
 // use somebody else's data.
-func (ec *ephemeralController) ensureClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
+func (ec *Controller) ensureClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
 	if vol.Ephemeral == nil {
 		return nil
 	}

@@ -75,7 +75,7 @@ func newPVC(namespace, name string, owner *v1.Pod) *v1.PersistentVolumeClaim {
 type fixture struct {
 	ctx      context.Context
 	client   *fake.Clientset
-	ec       *ephemeralController
+	ec       *Controller
 	recorder *record.FakeRecorder
 	podStore cache.Store
 	pvcStore cache.Store
@@ -88,11 +88,10 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	podInformer := factory.Core().V1().Pods()
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
-	c, err := NewController(ctx, client, podInformer, pvcInformer)
+	ec, err := NewController(ctx, client, podInformer, pvcInformer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec := c.(*ephemeralController)
 	t.Cleanup(ec.queue.ShutDown)
 	f := &fixture{ctx: ctx, client: client, ec: ec, recorder: record.NewFakeRecorder(10),
 		podStore: podInformer.Informer().GetStore(), pvcStore: pvcInformer.Informer().GetStore()}

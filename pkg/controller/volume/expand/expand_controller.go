@@ -62,8 +62,8 @@ type CSINameTranslator interface {
 	GetCSINameFromInTreeName(pluginName string) (string, error)
 }
 
-// ExpandController marks PVCs for external (or kubelet) expansion.
-type ExpandController struct {
+// Controller marks PVCs for external (or kubelet) expansion.
+type Controller struct {
 	kubeClient clientset.Interface
 
 	pvcLister  corelisters.PersistentVolumeClaimLister
@@ -78,12 +78,12 @@ type ExpandController struct {
 	loop  controller.WorkLoop[string]
 }
 
-// NewExpandController wires the controller to the shared PVC informer.
+// NewController wires the controller to the shared PVC informer.
 // PVs are read from the API server, not a cache, as upstream does. The
 // controller manager gives it the "expand-controller" client.
-func NewExpandController(ctx context.Context, kubeClient clientset.Interface, pvcInformer coreinformers.PersistentVolumeClaimInformer) (*ExpandController, error) {
+func NewController(ctx context.Context, kubeClient clientset.Interface, pvcInformer coreinformers.PersistentVolumeClaimInformer) (*Controller, error) {
 	broadcaster, recorder := controller.NewEventRecorder(ctx, ControllerName)
-	expc := &ExpandController{
+	expc := &Controller{
 		kubeClient:  kubeClient,
 		pvcLister:   pvcInformer.Lister(),
 		pvcsSynced:  pvcInformer.Informer().HasSynced,
@@ -109,7 +109,7 @@ func NewExpandController(ctx context.Context, kubeClient clientset.Interface, pv
 // updatePVC enqueues a PVC whose storage request grew (it may need
 // expanding) or whose status capacity grew (node expansion may have
 // finished, so the PV's pre-resize annotation may go).
-func (expc *ExpandController) updatePVC(old, cur interface{}) {
+func (expc *Controller) updatePVC(old, cur interface{}) {
 	oldPVC, ok := old.(*v1.PersistentVolumeClaim)
 	if !ok {
 		return
@@ -128,7 +128,7 @@ func (expc *ExpandController) updatePVC(old, cur interface{}) {
 }
 
 // enqueuePVC queues bound PVCs only. Tombstones are ignored, as upstream.
-func (expc *ExpandController) enqueuePVC(obj interface{}) {
+func (expc *Controller) enqueuePVC(obj interface{}) {
 	pvc, ok := obj.(*v1.PersistentVolumeClaim)
 	if !ok || pvc.Status.Phase != v1.ClaimBound {
 		return
@@ -143,7 +143,7 @@ func (expc *ExpandController) enqueuePVC(obj interface{}) {
 
 // Run starts the event sink and upstream's 10 workers after the PVC cache
 // syncs, until ctx is cancelled.
-func (expc *ExpandController) Run(ctx context.Context) {
+func (expc *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	stopEvents := controller.StartEventSink(expc.broadcaster, expc.kubeClient)
 	defer stopEvents()
@@ -160,7 +160,7 @@ func (expc *ExpandController) Run(ctx context.Context) {
 }
 
 // syncHandler handles one PVC key; an error requeues it with backoff.
-func (expc *ExpandController) syncHandler(ctx context.Context, key string) error {
+func (expc *Controller) syncHandler(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return err
@@ -223,7 +223,7 @@ func (expc *ExpandController) syncHandler(ctx context.Context, key string) error
 	return expc.expand(ctx, pvc, pv, pv.Spec.FlexVolume.Driver)
 }
 
-func (expc *ExpandController) getPersistentVolume(ctx context.Context, pvc *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
+func (expc *Controller) getPersistentVolume(ctx context.Context, pvc *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
 	volumeName := pvc.Spec.VolumeName
 	pv, err := expc.kubeClient.CoreV1().PersistentVolumes().Get(ctx, volumeName, metav1.GetOptions{})
 	if err != nil {

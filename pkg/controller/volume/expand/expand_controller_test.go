@@ -63,7 +63,7 @@ var (
 
 type fixture struct {
 	t        *testing.T
-	expc     *ExpandController
+	expc     *Controller
 	client   *fake.Clientset
 	recorder *record.FakeRecorder
 }
@@ -80,7 +80,7 @@ func newFixture(t *testing.T, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVo
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
-	expc, err := NewExpandController(context.Background(), client, pvcInformer)
+	expc, err := NewController(context.Background(), client, pvcInformer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // expand does the controller's share of a FlexVolume expansion (upstream's
 // noop expandable plugin under the driver's name, with the
 // RecoverVolumeExpansionFailure behaviour, GA and locked on since 1.34).
-func (expc *ExpandController) expand(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, resizerName string) error {
+func (expc *Controller) expand(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, resizerName string) error {
 	logger := klog.FromContext(ctx)
 	// Node expansion finished: the pre-resize annotation is no longer needed.
 	if isNodeExpandComplete(logger, pvc, pv) && metav1.HasAnnotation(pv.ObjectMeta, AnnPreResizeCapacity) {
@@ -32,7 +32,7 @@ func (expc *ExpandController) expand(ctx context.Context, pvc *v1.PersistentVolu
 // allocated size while a resize is in flight or after the user shrank the
 // request), records it on the PVC, raises the PV's capacity and marks the
 // PVC for node expansion (or finished, for block volumes).
-func (expc *ExpandController) expandAndRecover(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, resizerName string) error {
+func (expc *Controller) expandAndRecover(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, resizerName string) error {
 	client := expc.kubeClient
 	pvcSpecSize := pvc.Spec.Resources.Requests[v1.ResourceStorage]
 	pvSize := pv.Spec.Capacity[v1.ResourceStorage]
@@ -111,7 +111,7 @@ func (expc *ExpandController) expandAndRecover(ctx context.Context, pvc *v1.Pers
 // markForPendingNodeExpansion marks the PVC NodeResizePending and stores its
 // current capacity on the PV, so that the size survives the PVC being
 // deleted and rebound while the node expansion is pending.
-func (expc *ExpandController) markForPendingNodeExpansion(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
+func (expc *Controller) markForPendingNodeExpansion(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
 	pvc, err := markForFSResize(ctx, pvc, expc.kubeClient)
 	if err != nil {
 		return pvc, fmt.Errorf("error marking pvc %s for node expansion: %v", qualifiedName(pvc), err)

@@ -201,7 +201,7 @@ func TestMergeResizeConditions(t *testing.T) {
 func TestRun(t *testing.T) {
 	client := fake.NewClientset(newPVC("1Gi", "1Gi"), newPV("1Gi", gceSource))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	expc, err := NewExpandController(context.Background(), client, factory.Core().V1().PersistentVolumeClaims())
+	expc, err := NewController(context.Background(), client, factory.Core().V1().PersistentVolumeClaims())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // volume's phase, the claim's volumeName, the claim's phase. Each step
 // writes only if something is missing; on an error the next sync of either
 // object resumes from what was saved.
-func (ctrl *PersistentVolumeController) bind(ctx context.Context, volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) bind(ctx context.Context, volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Binding volume to claim", "PVC", klog.KObj(claim), "volumeName", volume.Name)
 
@@ -71,7 +71,7 @@ func boundVolume(volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) (
 }
 
 // bindVolumeToClaim saves the volume's half of the binding if needed.
-func (ctrl *PersistentVolumeController) bindVolumeToClaim(ctx context.Context, volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
+func (ctrl *Controller) bindVolumeToClaim(ctx context.Context, volume *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Updating PersistentVolume: binding to claim", "PVC", klog.KObj(claim), "volumeName", volume.Name)
 	clone, changed, err := boundVolume(volume, claim)
@@ -99,7 +99,7 @@ func (ctrl *PersistentVolumeController) bindVolumeToClaim(ctx context.Context, v
 // bindClaimToVolume saves the claim's half of the binding if needed: the
 // volume name (marked bound-by-controller when we chose it) and
 // bind-completed.
-func (ctrl *PersistentVolumeController) bindClaimToVolume(ctx context.Context, claim *v1.PersistentVolumeClaim, volume *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
+func (ctrl *Controller) bindClaimToVolume(ctx context.Context, claim *v1.PersistentVolumeClaim, volume *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Updating PersistentVolumeClaim: binding to volume", "PVC", klog.KObj(claim), "volumeName", volume.Name)
 	clone := claim.DeepCopy()
@@ -136,7 +136,7 @@ func (ctrl *PersistentVolumeController) bindClaimToVolume(ctx context.Context, c
 // unbindVolume undoes the volume's half of a binding: all of it when the
 // controller made it, only the claim UID when the user pre-bound the
 // volume (the reservation stays). The volume becomes Available.
-func (ctrl *PersistentVolumeController) unbindVolume(ctx context.Context, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) unbindVolume(ctx context.Context, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Updating PersistentVolume: rolling back binding from claim", "PVC", klog.KRef(volume.Spec.ClaimRef.Namespace, volume.Spec.ClaimRef.Name), "volumeName", volume.Name)
 	clone := volume.DeepCopy()
@@ -170,7 +170,7 @@ func (ctrl *PersistentVolumeController) unbindVolume(ctx context.Context, volume
 // the block device); after an offline expansion it is the PV's recorded
 // pre-resize capacity. The VolumeAttributesClass is copied only on the
 // Pending -> Bound transition; afterwards the external resizer owns it.
-func (ctrl *PersistentVolumeController) updateClaimStatus(ctx context.Context, claim *v1.PersistentVolumeClaim, phase v1.PersistentVolumeClaimPhase, volume *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
+func (ctrl *Controller) updateClaimStatus(ctx context.Context, claim *v1.PersistentVolumeClaim, phase v1.PersistentVolumeClaimPhase, volume *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Updating PersistentVolumeClaim status", "PVC", klog.KObj(claim), "setPhase", phase)
 
@@ -247,7 +247,7 @@ func (ctrl *PersistentVolumeController) updateClaimStatus(ctx context.Context, c
 
 // updateClaimStatusWithEvent sets the phase and emits the event, both only
 // when the phase actually changes (not on every resync).
-func (ctrl *PersistentVolumeController) updateClaimStatusWithEvent(ctx context.Context, claim *v1.PersistentVolumeClaim, phase v1.PersistentVolumeClaimPhase, volume *v1.PersistentVolume, eventtype, reason, message string) (*v1.PersistentVolumeClaim, error) {
+func (ctrl *Controller) updateClaimStatusWithEvent(ctx context.Context, claim *v1.PersistentVolumeClaim, phase v1.PersistentVolumeClaimPhase, volume *v1.PersistentVolume, eventtype, reason, message string) (*v1.PersistentVolumeClaim, error) {
 	logger := klog.FromContext(ctx)
 	if claim.Status.Phase == phase {
 		logger.V(4).Info("Updating updateClaimStatusWithEvent, phase already set", "PVC", klog.KObj(claim), "phase", phase)
@@ -264,7 +264,7 @@ func (ctrl *PersistentVolumeController) updateClaimStatusWithEvent(ctx context.C
 
 // updateVolumePhase saves the volume's phase and message if the phase
 // changes. (The apiserver stamps lastPhaseTransitionTime.)
-func (ctrl *PersistentVolumeController) updateVolumePhase(ctx context.Context, volume *v1.PersistentVolume, phase v1.PersistentVolumePhase, message string) (*v1.PersistentVolume, error) {
+func (ctrl *Controller) updateVolumePhase(ctx context.Context, volume *v1.PersistentVolume, phase v1.PersistentVolumePhase, message string) (*v1.PersistentVolume, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Updating PersistentVolume", "volumeName", volume.Name, "setPhase", phase)
 	if volume.Status.Phase == phase {
@@ -289,7 +289,7 @@ func (ctrl *PersistentVolumeController) updateVolumePhase(ctx context.Context, v
 
 // updateVolumePhaseWithEvent sets the phase and emits the event, both only
 // when the phase actually changes.
-func (ctrl *PersistentVolumeController) updateVolumePhaseWithEvent(ctx context.Context, volume *v1.PersistentVolume, phase v1.PersistentVolumePhase, eventtype, reason, message string) (*v1.PersistentVolume, error) {
+func (ctrl *Controller) updateVolumePhaseWithEvent(ctx context.Context, volume *v1.PersistentVolume, phase v1.PersistentVolumePhase, eventtype, reason, message string) (*v1.PersistentVolume, error) {
 	logger := klog.FromContext(ctx)
 	if volume.Status.Phase == phase {
 		logger.V(4).Info("Updating updateVolumePhaseWithEvent: phase already set", "volumeName", volume.Name, "phase", phase)

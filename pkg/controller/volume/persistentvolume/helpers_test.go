@@ -37,7 +37,7 @@ type harness struct {
 	cancel   context.CancelFunc
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
-	ctrl     *PersistentVolumeController
+	ctrl     *Controller
 	recorder *record.FakeRecorder
 }
 

@@ -125,7 +125,7 @@ func desiredDeletionFinalizers(logger klog.Logger, volume *v1.PersistentVolume) 
 
 // annealClaimMigration saves the claim when its migrated-to annotation is
 // out of date. It always returns a copy of the claim the caller may modify.
-func (ctrl *PersistentVolumeController) annealClaimMigration(ctx context.Context, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+func (ctrl *Controller) annealClaimMigration(ctx context.Context, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
 	clone := claim.DeepCopy()
 	if !setMigratedToAnnotation(clone.Annotations, true) {
 		return clone, nil
@@ -142,7 +142,7 @@ func (ctrl *PersistentVolumeController) annealClaimMigration(ctx context.Context
 
 // annealVolumeMigration saves the volume when its migrated-to annotation or
 // deletion protection finalizers are out of date. It always returns a copy.
-func (ctrl *PersistentVolumeController) annealVolumeMigration(ctx context.Context, volume *v1.PersistentVolume) (*v1.PersistentVolume, error) {
+func (ctrl *Controller) annealVolumeMigration(ctx context.Context, volume *v1.PersistentVolume) (*v1.PersistentVolume, error) {
 	logger := klog.FromContext(ctx)
 	clone := volume.DeepCopy()
 	annChanged := setMigratedToAnnotation(clone.Annotations, false)

@@ -72,9 +72,9 @@ type ControllerParameters struct {
 	Recycler RecyclerConfig
 }
 
-// PersistentVolumeController binds claims and volumes and runs provisioning
+// Controller binds claims and volumes and runs provisioning
 // and reclaim.
-type PersistentVolumeController struct {
+type Controller struct {
 	volumeLister       corelisters.PersistentVolumeLister
 	volumeListerSynced cache.InformerSynced
 	claimLister        corelisters.PersistentVolumeClaimLister
@@ -117,7 +117,7 @@ type PersistentVolumeController struct {
 
 // NewController creates the controller and registers its event handlers.
 // It fails when a recycler pod template file cannot be loaded.
-func NewController(ctx context.Context, p ControllerParameters) (*PersistentVolumeController, error) {
+func NewController(ctx context.Context, p ControllerParameters) (*Controller, error) {
 	hostPathTemplate, err := loadRecyclerPodTemplate(p.Recycler.PodTemplateFilePathHostPath)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func NewController(ctx context.Context, p ControllerParameters) (*PersistentVolu
 	}
 
 	broadcaster, recorder := controller.NewEventRecorder(ctx, EventComponent)
-	ctrl := &PersistentVolumeController{
+	ctrl := &Controller{
 		volumeLister:                  p.VolumeInformer.Lister(),
 		volumeListerSynced:            p.VolumeInformer.Informer().HasSynced,
 		claimLister:                   p.ClaimInformer.Lister(),
@@ -200,7 +200,7 @@ func NewController(ctx context.Context, p ControllerParameters) (*PersistentVolu
 }
 
 // enqueueWork queues the key of a volume or claim, also for deletions.
-func (ctrl *PersistentVolumeController) enqueueWork(logger klog.Logger, queue workqueue.TypedInterface[string], obj interface{}) {
+func (ctrl *Controller) enqueueWork(logger klog.Logger, queue workqueue.TypedInterface[string], obj interface{}) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok && tombstone.Obj != nil {
 		obj = tombstone.Obj
 	}
@@ -215,7 +215,7 @@ func (ctrl *PersistentVolumeController) enqueueWork(logger klog.Logger, queue wo
 
 // Run starts the workers and the periodic resync and blocks until ctx is
 // done, then shuts the queues down and waits for workers and operations.
-func (ctrl *PersistentVolumeController) Run(ctx context.Context) {
+func (ctrl *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	stopEvents := controller.StartEventSink(ctrl.eventBroadcaster, ctrl.kubeClient)
 	defer stopEvents()
@@ -250,7 +250,7 @@ func (ctrl *PersistentVolumeController) Run(ctx context.Context) {
 
 // initializeCaches fills the controller's caches before the first sync, so
 // that the first claim synced already sees every volume (and vice versa).
-func (ctrl *PersistentVolumeController) initializeCaches(logger klog.Logger) {
+func (ctrl *Controller) initializeCaches(logger klog.Logger) {
 	volumes, err := ctrl.volumeLister.List(labels.Everything())
 	if err != nil {
 		logger.Error(err, "PersistentVolumeController can't initialize caches")
@@ -276,7 +276,7 @@ func (ctrl *PersistentVolumeController) initializeCaches(logger klog.Logger) {
 
 // resync queues every claim and volume. It stands in for a short resync of
 // the shared informers, which would burden their other users.
-func (ctrl *PersistentVolumeController) resync(ctx context.Context) {
+func (ctrl *Controller) resync(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Resyncing PV controller")
 	claims, err := ctrl.claimLister.List(labels.Everything())
@@ -299,11 +299,11 @@ func (ctrl *PersistentVolumeController) resync(ctx context.Context) {
 
 // volumeLoop and claimLoop drain the two queues, one worker each. The
 // syncs log their own failures, so the loop retries them quietly.
-func (ctrl *PersistentVolumeController) volumeLoop() *controller.WorkLoop[string] {
+func (ctrl *Controller) volumeLoop() *controller.WorkLoop[string] {
 	return &controller.WorkLoop[string]{Name: volumeQueueName, Queue: ctrl.volumeQueue, Sync: quietly(ctrl.syncVolumeByKey)}
 }
 
-func (ctrl *PersistentVolumeController) claimLoop() *controller.WorkLoop[string] {
+func (ctrl *Controller) claimLoop() *controller.WorkLoop[string] {
 	return &controller.WorkLoop[string]{Name: claimQueueName, Queue: ctrl.claimQueue, Sync: quietly(ctrl.syncClaimByKey)}
 }
 
@@ -313,7 +313,7 @@ func quietly(sync func(context.Context, string) error) func(context.Context, str
 
 // syncVolumeByKey syncs a volume from the informer, or handles its
 // deletion when the informer no longer has it.
-func (ctrl *PersistentVolumeController) syncVolumeByKey(ctx context.Context, key string) error {
+func (ctrl *Controller) syncVolumeByKey(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	logger.V(5).Info("syncVolumeByKey", "volumeKey", key)
 	_, name, err := cache.SplitMetaNamespaceKey(key)
@@ -349,7 +349,7 @@ func (ctrl *PersistentVolumeController) syncVolumeByKey(ctx context.Context, key
 
 // syncClaimByKey syncs a claim from the informer, or handles its deletion
 // when the informer no longer has it.
-func (ctrl *PersistentVolumeController) syncClaimByKey(ctx context.Context, key string) error {
+func (ctrl *Controller) syncClaimByKey(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	logger.V(5).Info("syncClaimByKey", "claimKey", key)
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
@@ -385,7 +385,7 @@ func (ctrl *PersistentVolumeController) syncClaimByKey(ctx context.Context, key 
 
 // updateVolume syncs a volume seen in the informer unless the controller
 // already holds a newer version of it.
-func (ctrl *PersistentVolumeController) updateVolume(ctx context.Context, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) updateVolume(ctx context.Context, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	isNew, err := ctrl.storeVolumeUpdate(logger, volume)
 	if err != nil {
@@ -404,7 +404,7 @@ func (ctrl *PersistentVolumeController) updateVolume(ctx context.Context, volume
 
 // updateClaim syncs a claim seen in the informer unless the controller
 // already holds a newer version of it.
-func (ctrl *PersistentVolumeController) updateClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) updateClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	isNew, err := ctrl.storeClaimUpdate(logger, claim)
 	if err != nil {
@@ -432,7 +432,7 @@ func logSyncError(logger klog.Logger, err error, msg string, kv ...interface{}) 
 
 // deleteVolume forgets a deleted volume, completes its deletion timing and
 // syncs its claim right away, which becomes Lost.
-func (ctrl *PersistentVolumeController) deleteVolume(ctx context.Context, volume *v1.PersistentVolume) {
+func (ctrl *Controller) deleteVolume(ctx context.Context, volume *v1.PersistentVolume) {
 	logger := klog.FromContext(ctx)
 	if err := ctrl.volumes.store.Delete(volume); err != nil {
 		logger.Error(err, "Volume deletion encountered", "volumeName", volume.Name)
@@ -449,7 +449,7 @@ func (ctrl *PersistentVolumeController) deleteVolume(ctx context.Context, volume
 
 // deleteClaim forgets a deleted claim, drops any unfinished provisioning
 // timing and syncs its volume right away, which gets released.
-func (ctrl *PersistentVolumeController) deleteClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) {
+func (ctrl *Controller) deleteClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) {
 	logger := klog.FromContext(ctx)
 	if err := ctrl.claims.Delete(claim); err != nil {
 		logger.Error(err, "Claim deletion encountered", "PVC", klog.KObj(claim))
@@ -464,11 +464,11 @@ func (ctrl *PersistentVolumeController) deleteClaim(ctx context.Context, claim *
 	ctrl.volumeQueue.Add(claim.Spec.VolumeName)
 }
 
-func (ctrl *PersistentVolumeController) storeVolumeUpdate(logger klog.Logger, volume interface{}) (bool, error) {
+func (ctrl *Controller) storeVolumeUpdate(logger klog.Logger, volume interface{}) (bool, error) {
 	return storeObjectUpdate(logger, ctrl.volumes.store, volume, "volume")
 }
 
-func (ctrl *PersistentVolumeController) storeClaimUpdate(logger klog.Logger, claim interface{}) (bool, error) {
+func (ctrl *Controller) storeClaimUpdate(logger klog.Logger, claim interface{}) (bool, error) {
 	return storeObjectUpdate(logger, ctrl.claims, claim, "claim")
 }
 
@@ -520,7 +520,7 @@ func storeObjectUpdate(logger klog.Logger, store cache.Store, obj interface{}, k
 
 // scheduleOperation starts an asynchronous operation unless one of the same
 // name is running or backing off after a failure.
-func (ctrl *PersistentVolumeController) scheduleOperation(logger klog.Logger, name string, op func() error) {
+func (ctrl *Controller) scheduleOperation(logger klog.Logger, name string, op func() error) {
 	logger.V(4).Info("scheduleOperation", "operationName", name)
 	err := ctrl.runningOperations.run(name, op)
 	switch err.(type) {

@@ -25,7 +25,7 @@ import (
 // provisioner is either an in-tree plugin (hostPath) run here, or an
 // external one the claim is annotated for. Failures to find a provisioner
 // are reported as events and retried on the next sync.
-func (ctrl *PersistentVolumeController) provisionClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) provisionClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	if !ctrl.enableDynamicProvisioning {
 		return nil
 	}
@@ -59,7 +59,7 @@ func (ctrl *PersistentVolumeController) provisionClaim(ctx context.Context, clai
 // provisionClaimOperationExternal hands the claim to an external
 // provisioner by annotating it; the provisioner creates a PV pre-bound to
 // the claim, which the claim's next sync binds.
-func (ctrl *PersistentVolumeController) provisionClaimOperationExternal(ctx context.Context, claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass) (string, error) {
+func (ctrl *Controller) provisionClaimOperationExternal(ctx context.Context, claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass) (string, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("provisionClaimOperationExternal started", "PVC", klog.KObj(claim), "storageClassName", storagehelpers.GetPersistentVolumeClaimClass(claim))
 	provisioner := class.Provisioner
@@ -89,7 +89,7 @@ func (ctrl *PersistentVolumeController) provisionClaimOperationExternal(ctx cont
 
 // provisionClaimOperation provisions a volume with an in-tree plugin and
 // saves its PV, pre-bound to the claim.
-func (ctrl *PersistentVolumeController) provisionClaimOperation(ctx context.Context, claim *v1.PersistentVolumeClaim, plugin provisionablePlugin, class *storagev1.StorageClass) (string, error) {
+func (ctrl *Controller) provisionClaimOperation(ctx context.Context, claim *v1.PersistentVolumeClaim, plugin provisionablePlugin, class *storagev1.StorageClass) (string, error) {
 	logger := klog.FromContext(ctx)
 	className := storagehelpers.GetPersistentVolumeClaimClass(claim)
 	pluginName := plugin.name()
@@ -232,7 +232,7 @@ func (ctrl *PersistentVolumeController) provisionClaimOperation(ctx context.Cont
 
 // savePVWithRetries creates the PV of a provisioned volume, trying a few
 // times; an existing PV of that name counts as saved.
-func (ctrl *PersistentVolumeController) savePVWithRetries(ctx context.Context, claim *v1.PersistentVolumeClaim, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) savePVWithRetries(ctx context.Context, claim *v1.PersistentVolumeClaim, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	var err error
 	for i := 0; i < ctrl.createProvisionedPVRetryCount; i++ {
@@ -273,7 +273,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // rescheduleProvisioning drops the scheduler's node choice after a failed
 // provisioning, so that the scheduler tries again (maybe elsewhere).
-func (ctrl *PersistentVolumeController) rescheduleProvisioning(ctx context.Context, claim *v1.PersistentVolumeClaim) {
+func (ctrl *Controller) rescheduleProvisioning(ctx context.Context, claim *v1.PersistentVolumeClaim) {
 	if _, ok := claim.Annotations[AnnSelectedNode]; !ok {
 		return
 	}
@@ -293,7 +293,7 @@ func (ctrl *PersistentVolumeController) rescheduleProvisioning(ctx context.Conte
 
 // setClaimProvisioner annotates the claim with its provisioner (both the
 // GA and the deprecated beta annotation) unless it already is.
-func (ctrl *PersistentVolumeController) setClaimProvisioner(ctx context.Context, claim *v1.PersistentVolumeClaim, provisioner string) (*v1.PersistentVolumeClaim, error) {
+func (ctrl *Controller) setClaimProvisioner(ctx context.Context, claim *v1.PersistentVolumeClaim, provisioner string) (*v1.PersistentVolumeClaim, error) {
 	if v, ok := claim.Annotations[AnnStorageProvisioner]; ok && v == provisioner {
 		return claim, nil
 	}
@@ -319,7 +319,7 @@ func provisionedVolumeName(claim *v1.PersistentVolumeClaim) string {
 
 // findProvisionablePlugin returns the in-tree plugin provisioning for the
 // claim's class, or nil (and no error) for an external provisioner.
-func (ctrl *PersistentVolumeController) findProvisionablePlugin(claim *v1.PersistentVolumeClaim) (provisionablePlugin, *storagev1.StorageClass, error) {
+func (ctrl *Controller) findProvisionablePlugin(claim *v1.PersistentVolumeClaim) (provisionablePlugin, *storagev1.StorageClass, error) {
 	class, err := ctrl.classLister.Get(storagehelpers.GetPersistentVolumeClaimClass(claim))
 	if err != nil {
 		return nil, nil, err
@@ -338,7 +338,7 @@ func (ctrl *PersistentVolumeController) findProvisionablePlugin(claim *v1.Persis
 }
 
 // provisionerName is the plugin_name of provisioning metrics.
-func (ctrl *PersistentVolumeController) provisionerName(plugin provisionablePlugin, class *storagev1.StorageClass) string {
+func (ctrl *Controller) provisionerName(plugin provisionablePlugin, class *storagev1.StorageClass) string {
 	if plugin != nil {
 		return plugin.name()
 	}
@@ -354,7 +354,7 @@ func (ctrl *PersistentVolumeController) provisionerName(plugin provisionablePlug
 
 // defaultStorageClass returns the default StorageClass, the newest one
 // (then the first by name) if several are marked, or nil.
-func (ctrl *PersistentVolumeController) defaultStorageClass() (*storagev1.StorageClass, error) {
+func (ctrl *Controller) defaultStorageClass() (*storagev1.StorageClass, error) {
 	classes, err := ctrl.classLister.List(labels.Everything())
 	if err != nil {
 		return nil, err

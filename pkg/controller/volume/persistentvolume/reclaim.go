@@ -17,7 +17,7 @@ import (
 
 // reclaimVolume applies the reclaim policy of a released volume. Recycle
 // and Delete run as asynchronous operations.
-func (ctrl *PersistentVolumeController) reclaimVolume(ctx context.Context, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) reclaimVolume(ctx context.Context, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	if volume.Annotations[AnnMigratedTo] != "" {
 		// A migrated volume belongs to the CSI driver's external
@@ -60,7 +60,7 @@ func (ctrl *PersistentVolumeController) reclaimVolume(ctx context.Context, volum
 
 // recycleVolumeOperation scrubs a released volume with its plugin's
 // recycler pod and makes it Available again.
-func (ctrl *PersistentVolumeController) recycleVolumeOperation(ctx context.Context, volume *v1.PersistentVolume) {
+func (ctrl *Controller) recycleVolumeOperation(ctx context.Context, volume *v1.PersistentVolume) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("RecycleVolumeOperation started", "volumeName", volume.Name)
 
@@ -131,7 +131,7 @@ func (ctrl *PersistentVolumeController) recycleVolumeOperation(ctx context.Conte
 // through its in-tree plugin, then the PV object. Volumes of external
 // provisioners (and CSI volumes) are left to their external deleter. It
 // returns the plugin name, for metrics.
-func (ctrl *PersistentVolumeController) deleteVolumeOperation(ctx context.Context, volume *v1.PersistentVolume) (string, error) {
+func (ctrl *Controller) deleteVolumeOperation(ctx context.Context, volume *v1.PersistentVolume) (string, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("DeleteVolumeOperation started", "volumeName", volume.Name)
 
@@ -187,7 +187,7 @@ func (ctrl *PersistentVolumeController) deleteVolumeOperation(ctx context.Contex
 
 // doDeleteVolume deletes the asset through the plugin and drops the
 // in-tree protection finalizer so that the PV object can go.
-func (ctrl *PersistentVolumeController) doDeleteVolume(ctx context.Context, plugin deletablePlugin, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) doDeleteVolume(ctx context.Context, plugin deletablePlugin, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("doDeleteVolume", "volumeName", volume.Name)
 	d, err := plugin.newDeleter(volume)
@@ -204,7 +204,7 @@ func (ctrl *PersistentVolumeController) doDeleteVolume(ctx context.Context, plug
 	return ctrl.removeDeletionProtectionFinalizer(ctx, volume)
 }
 
-func (ctrl *PersistentVolumeController) removeDeletionProtectionFinalizer(ctx context.Context, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) removeDeletionProtectionFinalizer(ctx context.Context, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	current, err := ctrl.kubeClient.CoreV1().PersistentVolumes().Get(ctx, volume.Name, metav1.GetOptions{})
 	if err != nil {
@@ -229,7 +229,7 @@ func (ctrl *PersistentVolumeController) removeDeletionProtectionFinalizer(ctx co
 
 // isVolumeReleased reports whether the volume is bound to a claim that is
 // gone, replaced, or now bound to another volume.
-func (ctrl *PersistentVolumeController) isVolumeReleased(logger klog.Logger, volume *v1.PersistentVolume) (bool, error) {
+func (ctrl *Controller) isVolumeReleased(logger klog.Logger, volume *v1.PersistentVolume) (bool, error) {
 	ref := volume.Spec.ClaimRef
 	if ref == nil {
 		logger.V(4).Info("isVolumeReleased: ClaimRef is nil", "volumeName", volume.Name)
@@ -262,7 +262,7 @@ func (ctrl *PersistentVolumeController) isVolumeReleased(logger klog.Logger, vol
 }
 
 // isVolumeUsed lists the live pods using the volume's claim by name.
-func (ctrl *PersistentVolumeController) isVolumeUsed(volume *v1.PersistentVolume) ([]string, bool, error) {
+func (ctrl *Controller) isVolumeUsed(volume *v1.PersistentVolume) ([]string, bool, error) {
 	ref := volume.Spec.ClaimRef
 	if ref == nil {
 		return nil, false, nil
@@ -290,7 +290,7 @@ func (ctrl *PersistentVolumeController) isVolumeUsed(volume *v1.PersistentVolume
 // findDeletablePlugin returns the in-tree plugin that deletes the volume,
 // or nil when an external deleter is responsible: a volume provisioned by
 // an external provisioner, a migrated volume or a CSI volume.
-func (ctrl *PersistentVolumeController) findDeletablePlugin(volume *v1.PersistentVolume) (deletablePlugin, error) {
+func (ctrl *Controller) findDeletablePlugin(volume *v1.PersistentVolume) (deletablePlugin, error) {
 	if provisioner := volume.Annotations[AnnDynamicallyProvisioned]; provisioner != "" {
 		plugin, err := ctrl.plugins.findDeletableByName(provisioner)
 		if err != nil {
@@ -318,7 +318,7 @@ func (ctrl *PersistentVolumeController) findDeletablePlugin(volume *v1.Persisten
 // plugin_name of deletion metrics: the in-tree plugin, else the
 // StorageClass's provisioner (not the PV annotation, whose values some
 // provisioners make unique per volume), else "N/A".
-func (ctrl *PersistentVolumeController) provisionerNameForVolume(volume *v1.PersistentVolume) string {
+func (ctrl *Controller) provisionerNameForVolume(volume *v1.PersistentVolume) string {
 	plugin, err := ctrl.findDeletablePlugin(volume)
 	if err != nil {
 		return metrics.PluginNameNotAvailable

@@ -18,7 +18,7 @@ import (
 
 // syncClaim decides what a claim needs: binding (or provisioning) while
 // its binding has not completed, checking the binding afterwards.
-func (ctrl *PersistentVolumeController) syncClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) syncClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Synchronizing PersistentVolumeClaim", "PVC", klog.KObj(claim), "claimStatus", claimStatusForLogging(claim))
 
@@ -34,7 +34,7 @@ func (ctrl *PersistentVolumeController) syncClaim(ctx context.Context, claim *v1
 
 // syncUnboundClaim binds a Pending claim: to the volume it names, or else
 // to the best matching one, or else it starts provisioning.
-func (ctrl *PersistentVolumeController) syncUnboundClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) syncUnboundClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	if claim.Spec.VolumeName == "" {
 		return ctrl.syncUnboundClaimWithoutVolume(ctx, claim)
 	}
@@ -42,7 +42,7 @@ func (ctrl *PersistentVolumeController) syncUnboundClaim(ctx context.Context, cl
 }
 
 // syncUnboundClaimWithoutVolume handles a claim that takes any volume.
-func (ctrl *PersistentVolumeController) syncUnboundClaimWithoutVolume(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) syncUnboundClaimWithoutVolume(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	delayBinding, err := storagehelpers.IsDelayBindingMode(claim, ctrl.classLister)
 	if err != nil {
@@ -99,7 +99,7 @@ func (ctrl *PersistentVolumeController) syncUnboundClaimWithoutVolume(ctx contex
 }
 
 // syncUnboundClaimWithVolume handles a claim that asks for a specific volume.
-func (ctrl *PersistentVolumeController) syncUnboundClaimWithVolume(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) syncUnboundClaimWithVolume(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Synchronizing unbound PersistentVolumeClaim, volume requested", "PVC", klog.KObj(claim), "volumeName", claim.Spec.VolumeName)
 	obj, found, err := ctrl.volumes.store.GetByKey(claim.Spec.VolumeName)
@@ -153,7 +153,7 @@ func (ctrl *PersistentVolumeController) syncUnboundClaimWithVolume(ctx context.C
 }
 
 // syncBoundClaim checks a claim whose binding completed once.
-func (ctrl *PersistentVolumeController) syncBoundClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) syncBoundClaim(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	if claim.Spec.VolumeName == "" {
 		_, err := ctrl.updateClaimStatusWithEvent(ctx, claim, v1.ClaimLost, nil, v1.EventTypeWarning, EventClaimLost,
@@ -220,7 +220,7 @@ func checkVolumeSatisfyClaim(volume *v1.PersistentVolume, claim *v1.PersistentVo
 
 // emitEventForUnboundDelayBindingClaim tells the user why a
 // WaitForFirstConsumer claim is still Pending.
-func (ctrl *PersistentVolumeController) emitEventForUnboundDelayBindingClaim(claim *v1.PersistentVolumeClaim) error {
+func (ctrl *Controller) emitEventForUnboundDelayBindingClaim(claim *v1.PersistentVolumeClaim) error {
 	reason := EventWaitForFirstConsumer
 	message := "waiting for first consumer to be created before binding"
 	pods, err := ctrl.findNonScheduledPodsByPVC(claim)
@@ -241,13 +241,13 @@ func (ctrl *PersistentVolumeController) emitEventForUnboundDelayBindingClaim(cla
 }
 
 // podsUsingClaim returns the pods of the informer naming the claim key.
-func (ctrl *PersistentVolumeController) podsUsingClaim(namespace, name string) ([]*v1.Pod, error) {
+func (ctrl *Controller) podsUsingClaim(namespace, name string) ([]*v1.Pod, error) {
 	return ephemeral.PodsForPVC(ctrl.podIndexer, namespace, name)
 }
 
 // findNonScheduledPodsByPVC names the live pods using the claim that have
 // no node yet.
-func (ctrl *PersistentVolumeController) findNonScheduledPodsByPVC(claim *v1.PersistentVolumeClaim) ([]string, error) {
+func (ctrl *Controller) findNonScheduledPodsByPVC(claim *v1.PersistentVolumeClaim) ([]string, error) {
 	pods, err := ctrl.podsUsingClaim(claim.Namespace, claim.Name)
 	if err != nil {
 		return nil, err
@@ -287,7 +287,7 @@ func noneRunning(statuses []v1.ContainerStatus) bool {
 // assignDefaultStorageClass gives a claim without any class the current
 // default class (also after the claim's creation). It reports whether it
 // updated the claim.
-func (ctrl *PersistentVolumeController) assignDefaultStorageClass(ctx context.Context, claim *v1.PersistentVolumeClaim) (bool, error) {
+func (ctrl *Controller) assignDefaultStorageClass(ctx context.Context, claim *v1.PersistentVolumeClaim) (bool, error) {
 	logger := klog.FromContext(ctx)
 	if storagehelpers.PersistentVolumeClaimHasClass(claim) {
 		return false, nil

@@ -14,7 +14,7 @@ import (
 // syncVolume decides what a volume needs: Available while free or only
 // reserved, Bound while its claim points back, Released (and reclaimed)
 // once the claim is gone, unbound again if its claim went elsewhere.
-func (ctrl *PersistentVolumeController) syncVolume(ctx context.Context, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) syncVolume(ctx context.Context, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Synchronizing PersistentVolume", "volumeName", volume.Name, "volumeStatus", volumeStatusForLogging(volume))
 
@@ -99,7 +99,7 @@ func (ctrl *PersistentVolumeController) syncVolume(ctx context.Context, volume *
 
 // claimForVolume returns the claim instance the volume is bound to, or nil
 // when it no longer exists (including a new claim of the same name).
-func (ctrl *PersistentVolumeController) claimForVolume(ctx context.Context, volume *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
+func (ctrl *Controller) claimForVolume(ctx context.Context, volume *v1.PersistentVolume) (*v1.PersistentVolumeClaim, error) {
 	logger := klog.FromContext(ctx)
 	ref := volume.Spec.ClaimRef
 	var claim *v1.PersistentVolumeClaim
@@ -161,7 +161,7 @@ func (ctrl *PersistentVolumeController) claimForVolume(ctx context.Context, volu
 
 // releaseVolume handles a volume whose claim is gone: mark it Released
 // (once; Failed stays visible) and apply its reclaim policy.
-func (ctrl *PersistentVolumeController) releaseVolume(ctx context.Context, volume *v1.PersistentVolume) error {
+func (ctrl *Controller) releaseVolume(ctx context.Context, volume *v1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	if volume.Status.Phase != v1.VolumeReleased && volume.Status.Phase != v1.VolumeFailed {
 		logger.V(2).Info("Volume is released and reclaim policy will be executed", "volumeName", volume.Name, "reclaimPolicy", volume.Spec.PersistentVolumeReclaimPolicy)

@@ -148,7 +148,7 @@ func newFixture(t *testing.T, trackUnused bool, apiObjs, cacheObjs []runtime.Obj
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
 	podInformer := factory.Core().V1().Pods()
-	c, err := NewPVCProtectionController(logger, pvcInformer, podInformer, client, Features{UnusedSinceTime: trackUnused})
+	c, err := NewController(logger, pvcInformer, podInformer, client, Features{UnusedSinceTime: trackUnused})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,9 +73,9 @@ type Features struct {
 	UnusedSinceTime bool
 }
 
-// NewPVCProtectionController wires the controller to the PVC and pod
+// NewController wires the controller to the PVC and pod
 // informers and adds ephemeral.PodPVCIndex to the latter.
-func NewPVCProtectionController(logger klog.Logger, pvcInformer coreinformers.PersistentVolumeClaimInformer, podInformer coreinformers.PodInformer, cl clientset.Interface, features Features) (*Controller, error) {
+func NewController(logger klog.Logger, pvcInformer coreinformers.PersistentVolumeClaimInformer, podInformer coreinformers.PodInformer, cl clientset.Interface, features Features) (*Controller, error) {
 	c := &Controller{
 		client:      cl,
 		pvcLister:   pvcInformer.Lister(),

@@ -23,7 +23,7 @@ func TestNewController(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	podInformer := factory.Core().V1().Pods()
-	if _, err := NewPVCProtectionController(logger, factory.Core().V1().PersistentVolumeClaims(), podInformer, client, Features{UnusedSinceTime: true}); err != nil {
+	if _, err := NewController(logger, factory.Core().V1().PersistentVolumeClaims(), podInformer, client, Features{UnusedSinceTime: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !recordedQueues.Has("pvcprotection") {
@@ -95,7 +95,7 @@ func TestRun(t *testing.T) {
 	gone := deleting(protected(newPVC(ns, "gone")))
 	client := fake.NewClientset(plain, gone)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewPVCProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client, Features{UnusedSinceTime: true})
+	c, err := NewController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().Pods(), client, Features{UnusedSinceTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}

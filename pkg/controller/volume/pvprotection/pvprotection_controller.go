@@ -42,8 +42,8 @@ type Controller struct {
 	loop  controller.WorkLoop[string]
 }
 
-// NewPVProtectionController wires the controller to the PV informer.
-func NewPVProtectionController(logger klog.Logger, pvInformer coreinformers.PersistentVolumeInformer, cl clientset.Interface) *Controller {
+// NewController wires the controller to the PV informer.
+func NewController(logger klog.Logger, pvInformer coreinformers.PersistentVolumeInformer, cl clientset.Interface) *Controller {
 	c := &Controller{
 		client:   cl,
 		pvLister: pvInformer.Lister(),

@@ -85,7 +85,7 @@ func TestSync(t *testing.T) {
 			client := fake.NewClientset(tc.pv)
 			factory := informers.NewSharedInformerFactory(client, 0)
 			pvInformer := factory.Core().V1().PersistentVolumes()
-			c := NewPVProtectionController(logger, pvInformer, client)
+			c := NewController(logger, pvInformer, client)
 			// Retry without delay so the test needs no clock.
 			c.queue = workqueue.NewTypedRateLimitingQueue[string](workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0))
 			c.loop.Queue = c.queue
@@ -138,7 +138,7 @@ func TestQueueName(t *testing.T) {
 	rec := testutil.RecordQueueNames()
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	NewPVProtectionController(klog.Background(), factory.Core().V1().PersistentVolumes(), client)
+	NewController(klog.Background(), factory.Core().V1().PersistentVolumes(), client)
 	if !rec.Has("pvprotection") {
 		t.Errorf("no workqueue named pvprotection (have %v)", rec.Names())
 	}
@@ -151,7 +151,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(newPV("new"), deleting(inPhase(v1.VolumeReleased, protected(newPV("old")))))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := NewPVProtectionController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumes(), client)
+	c := NewController(klog.FromContext(ctx), factory.Core().V1().PersistentVolumes(), client)
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() {

@@ -55,9 +55,9 @@ type Controller struct {
 	loop  controller.WorkLoop[string]
 }
 
-// NewVACProtectionController wires the controller to the informers and
+// NewController wires the controller to the informers and
 // adds the by-class index to the PVC and PV informers.
-func NewVACProtectionController(logger klog.Logger, client clientset.Interface,
+func NewController(logger klog.Logger, client clientset.Interface,
 	pvcInformer coreinformers.PersistentVolumeClaimInformer,
 	pvInformer coreinformers.PersistentVolumeInformer,
 	vacInformer storageinformers.VolumeAttributesClassInformer) (*Controller, error) {

@@ -87,7 +87,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
 	pvInformer := factory.Core().V1().PersistentVolumes()
 	vacInformer := factory.Storage().V1().VolumeAttributesClasses()
-	c, err := NewVACProtectionController(logger, client, pvcInformer, pvInformer, vacInformer)
+	c, err := NewController(logger, client, pvcInformer, pvInformer, vacInformer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestNewController(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims()
 	pvInformer := factory.Core().V1().PersistentVolumes()
-	if _, err := NewVACProtectionController(klog.Background(), client, pvcInformer, pvInformer, factory.Storage().V1().VolumeAttributesClasses()); err != nil {
+	if _, err := NewController(klog.Background(), client, pvcInformer, pvInformer, factory.Storage().V1().VolumeAttributesClasses()); err != nil {
 		t.Fatal(err)
 	}
 	if !rec.Has("vacprotection") {
@@ -297,7 +297,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(newVAC("new"), deleting(protected(newVAC("used"))), newPVC("pvc", "used", "", ""))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewVACProtectionController(klog.FromContext(ctx), client,
+	c, err := NewController(klog.FromContext(ctx), client,
 		factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes(), factory.Storage().V1().VolumeAttributesClasses())
 	if err != nil {
 		t.Fatal(err)
