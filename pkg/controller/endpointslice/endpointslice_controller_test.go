@@ -18,6 +18,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 type fixture struct {
@@ -87,13 +89,7 @@ func (f *fixture) syncCache() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	idx := f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer()
-	for _, obj := range idx.List() {
-		_ = idx.Delete(obj)
-	}
-	for i := range list.Items {
-		_ = idx.Add(&list.Items[i])
-	}
+	testutil.ReplaceCache(f.t, f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer(), list.Items)
 }
 
 func (f *fixture) sync(key string) error {

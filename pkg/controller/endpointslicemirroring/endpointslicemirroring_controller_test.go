@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslice"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
 const ns = "ns"
@@ -99,13 +100,7 @@ func (f *fixture) syncCache() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	idx := f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer()
-	for _, obj := range idx.List() {
-		_ = idx.Delete(obj)
-	}
-	for i := range list.Items {
-		_ = idx.Add(&list.Items[i])
-	}
+	testutil.ReplaceCache(f.t, f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer(), list.Items)
 }
 
 func (f *fixture) sync(name string) error {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Fixture is the fake API a controller unit test runs against: a fake
@@ -135,4 +136,17 @@ func ResourceOf(t testing.TB, obj runtime.Object) schema.GroupVersionResource {
 	}
 	gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
 	return gvr
+}
+
+// ReplaceCache makes idx hold exactly items, as a relist would after the
+// fake API changed under a test that drives syncs by hand.
+func ReplaceCache[T any](t testing.TB, idx cache.Indexer, items []T) {
+	t.Helper()
+	objs := make([]any, 0, len(items))
+	for i := range items {
+		objs = append(objs, &items[i])
+	}
+	if err := idx.Replace(objs, ""); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	goruntime "runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,20 @@ func TestFixtureStores(t *testing.T) {
 	}
 	if _, err := f.Client.CoreV1().Pods("ns").Get(f.Ctx, "cache-only", metav1.GetOptions{}); err == nil {
 		t.Error("AddToCache wrote to the clientset")
+	}
+}
+
+func TestReplaceCache(t *testing.T) {
+	f := NewFixture(t, pod("stale"), pod("kept"))
+	idx := f.Informers.Core().V1().Pods().Informer().GetIndexer()
+	ReplaceCache(t, idx, []v1.Pod{*pod("kept"), *pod("new")})
+	var got []string
+	for _, obj := range idx.List() {
+		got = append(got, obj.(*v1.Pod).Name)
+	}
+	sort.Strings(got)
+	if want := []string{"kept", "new"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("cache holds %v, want %v", got, want)
 	}
 }
 
