@@ -43,6 +43,18 @@ def controller(ua):
     return name or "(none)"
 
 
+def kcm_events(audit):
+    """The audit log's events of requests by the controller manager."""
+    with open(audit) as f:
+        for line in f:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("userAgent", "").startswith(UA_PREFIXES):
+                yield ev
+
+
 def main():
     audit, facts_file = sys.argv[1], sys.argv[2]
     facts = {}
@@ -61,42 +73,35 @@ def main():
     refused = Counter()
     total_all = 0
     uas = set()
-    with open(audit) as f:
-        for line in f:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            ua = ev.get("userAgent", "")
-            if not ua.startswith(UA_PREFIXES):
-                continue
-            stage = ev.get("stage")
-            t = ts(ev.get("requestReceivedTimestamp", "1970-01-01T00:00:00Z"))
-            if not (start <= t <= end):
-                continue
-            if stage == "RequestReceived":
-                total_all += 1
-                v = ev.get("verb", "?")
-                verbs[v] += 1
-                c = controller(ua)
-                ctrls[c] += 1
-                if v in MUTATING:
-                    ctrl_mut[c] += 1
-                    ref = ev.get("objectRef") or {}
-                    res = ref.get("resource", "?")
-                    if ref.get("subresource"):
-                        res += "/" + ref["subresource"]
-                    writes[f"{v} {res}"] += 1
-                uas.add(ua.split(" ", 1)[0])
-            elif stage == "ResponseComplete":
-                code = (ev.get("responseStatus") or {}).get("code", 0)
-                if code >= 400:
-                    ref = ev.get("objectRef") or {}
-                    refused[f"{code} {ev.get('verb', '?')} {ref.get('resource', '?')}"] += 1
-                if code == 409:
-                    codes["409"] += 1
-                elif code >= 400:
-                    codes["4xx/5xx other"] += 1
+    for ev in kcm_events(audit):
+        ua = ev["userAgent"]
+        stage = ev.get("stage")
+        t = ts(ev.get("requestReceivedTimestamp", "1970-01-01T00:00:00Z"))
+        if not (start <= t <= end):
+            continue
+        if stage == "RequestReceived":
+            total_all += 1
+            v = ev.get("verb", "?")
+            verbs[v] += 1
+            c = controller(ua)
+            ctrls[c] += 1
+            if v in MUTATING:
+                ctrl_mut[c] += 1
+                ref = ev.get("objectRef") or {}
+                res = ref.get("resource", "?")
+                if ref.get("subresource"):
+                    res += "/" + ref["subresource"]
+                writes[f"{v} {res}"] += 1
+            uas.add(ua.split(" ", 1)[0])
+        elif stage == "ResponseComplete":
+            code = (ev.get("responseStatus") or {}).get("code", 0)
+            if code >= 400:
+                ref = ev.get("objectRef") or {}
+                refused[f"{code} {ev.get('verb', '?')} {ref.get('resource', '?')}"] += 1
+            if code == 409:
+                codes["409"] += 1
+            elif code >= 400:
+                codes["4xx/5xx other"] += 1
 
     out = {k: facts[k] for k in facts}
     out.update({

@@ -33,6 +33,7 @@
 #   BENCH_DIR (_output/bench)
 #   BENCH_ONLY            ours or upstream: run one binary only (for quick
 #                         iterations; no ratios, not for the README)
+#   BENCH_KEEP_AUDIT (0)  1 keeps each run's audit log (for hack/bench/timeline.py)
 # 110 pods fit on a kwok node; nodes = ceil(P/100)+1.
 set -euo pipefail
 
@@ -212,7 +213,8 @@ anon_peak_mib=$(cat "${dir}/anon-peak")
 FACTS
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${dir}/facts.txt" > "${OUT}/runs/${name}.json"
   # The audit logs are large; keep the summaries and profiles only.
-  rm -f "${audit}"* ; rm -rf "${dir}/cluster"
+  [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"*
+  rm -rf "${dir}/cluster"
 }
 
 # run NAME BINARY PODS WANT_PPROF: run_one, unless BENCH_ONLY names the other binary.

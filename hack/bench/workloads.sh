@@ -18,7 +18,9 @@
 #   BENCH_WORKLOAD=jobs BENCH_SIZE=1000 BENCH_ROUNDS=3 hack/bench/workloads.sh
 #
 # Environment as rollout.sh (BENCH_ROUNDS, BENCH_QPS, BENCH_BURST,
-# BENCH_KCM_FLAGS, BENCH_TIMEOUT, BENCH_DIR), plus BENCH_WORKLOAD and BENCH_SIZE.
+# BENCH_KCM_FLAGS, BENCH_TIMEOUT, BENCH_DIR, BENCH_PPROF: ours' last round takes
+# a CPU profile of the workload's first 30 s and a heap profile at its end),
+# plus BENCH_WORKLOAD and BENCH_SIZE.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -29,6 +31,7 @@ ROUNDS="${BENCH_ROUNDS:-3}"
 QPS="${BENCH_QPS:-500}"
 BURST="${BENCH_BURST:-1000}"
 TIMEOUT="${BENCH_TIMEOUT:-900}"
+PPROF="${BENCH_PPROF:-1}"
 OUT="${BENCH_DIR:-${ROOT}/_output/bench}/${WORKLOAD}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
 # The scheduler gets the same client limits (see rollout.sh).
@@ -156,8 +159,9 @@ wl_services() { # KUBECTL...
   echo "total $(secs "${t0}" "${t2}")"
 }
 
-run_one() { # NAME BINARY
-  local name=$1 binary=$2
+run_one() { # NAME BINARY WANT_PPROF
+  local name=$1 binary=$2 want_pprof=$3 kcm_port
+  kcm_port=$(free_port)
   RUN_DIR="${OUT}/runs/${name}"
   rm -rf "${RUN_DIR}"; mkdir -p "${RUN_DIR}"
   local nodes=$(( (SIZE + 99) / 100 + 1 ))
@@ -165,7 +169,7 @@ run_one() { # NAME BINARY
   local audit="${RUN_DIR}/audit.log"
   log "[${name}] cluster with ${nodes} kwok nodes (${binary##*/})"
   KCM_LOCAL_DIR="${RUN_DIR}/cluster" KCM_LOCAL_KCM_BINARY="${binary}" KCM_LOCAL_NODES="${nodes}" \
-    KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="$(free_port)" KCM_LOCAL_KCM_FLAGS="${KCM_FLAGS}" \
+    KCM_LOCAL_APISERVER_PORT="$(free_port)" KCM_LOCAL_KCM_PORT="${kcm_port}" KCM_LOCAL_KCM_FLAGS="${KCM_FLAGS}" \
     KCM_LOCAL_SCHEDULER_FLAGS="${SCHEDULER_FLAGS}" \
     KCM_LOCAL_APISERVER_FLAGS="--audit-policy-file=${POLICY} --audit-log-path=${audit} --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=1000 --max-mutating-requests-inflight=500" \
     "${ROOT}/hack/local-up.sh" >"${RUN_DIR}/local-up.log" 2>&1 &
@@ -178,11 +182,20 @@ run_one() { # NAME BINARY
   poll "the default ServiceAccount" 120 "${K[@]}" -n "${NS}" get serviceaccount default || return 1
   sleep 2
   OK=1
-  local cpu0 t0 t1 cpu1 sampler
+  local cpu0 t0 t1 cpu1 sampler token prof_pid=""
+  token=$(awk '/token:/ {print $2; exit}' "${RUN_DIR}/cluster/kubeconfig")
   anon_sampler "${kcm_pid}" "${RUN_DIR}/anon-peak" & sampler=$!
   cpu0=$(cpu_secs "${kcm_pid}"); t0=$(now)
+  if [[ "${want_pprof}" == 1 ]]; then
+    curl -sk -H "Authorization: Bearer ${token}" -o "${RUN_DIR}/cpu.pprof" \
+      "https://127.0.0.1:${kcm_port}/debug/pprof/profile?seconds=30" & prof_pid=$!
+  fi
   "wl_${WORKLOAD}" "${K[@]}" > "${RUN_DIR}/phases.txt"
   t1=$(now); cpu1=$(cpu_secs "${kcm_pid}")
+  [[ -z "${prof_pid}" ]] || wait "${prof_pid}" || true
+  if [[ "${want_pprof}" == 1 ]]; then
+    curl -sk -H "Authorization: Bearer ${token}" -o "${RUN_DIR}/heap.pprof" "https://127.0.0.1:${kcm_port}/debug/pprof/heap" || true
+  fi
   {
     echo "binary=${binary##*/}"; echo "pods=${SIZE}"; echo "complete=${OK}"
     echo "window_start=${t0}"; echo "window_end=${t1}"
@@ -200,10 +213,12 @@ run_one() { # NAME BINARY
 
 rm -rf "${OUT}/runs"; mkdir -p "${OUT}/runs"
 for (( r = 1; r <= ROUNDS; r++ )); do
+  want=0
+  [[ "${PPROF}" == 1 && "${r}" == "${ROUNDS}" ]] && want=1
   if (( r % 2 )); then
-    run_one "ours-${SIZE}-${r}" "${OURS}"; run_one "upstream-${SIZE}-${r}" "${UPSTREAM}"
+    run_one "ours-${SIZE}-${r}" "${OURS}" "${want}"; run_one "upstream-${SIZE}-${r}" "${UPSTREAM}" 0
   else
-    run_one "upstream-${SIZE}-${r}" "${UPSTREAM}"; run_one "ours-${SIZE}-${r}" "${OURS}"
+    run_one "upstream-${SIZE}-${r}" "${UPSTREAM}" 0; run_one "ours-${SIZE}-${r}" "${OURS}" "${want}"
   fi
 done
 {
@@ -212,5 +227,11 @@ done
   echo "$(date -u +%Y-%m-%d), ours built from commit ${COMMIT}, $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM; flags \`${KCM_FLAGS% }\`."
   echo
   python3 "${ROOT}/hack/bench/report.py" --phases "${OUT}/runs" "${SIZE}"
+  prof="${OUT}/runs/ours-${SIZE}-${ROUNDS}/cpu.pprof"
+  if [[ "${PPROF}" == 1 && -s "${prof}" ]]; then
+    echo; echo "CPU profile of ours, first 30 s of the workload (top 12 by own time):"; echo '```'
+    go tool pprof -top -nodecount=12 "${prof}" 2>/dev/null | sed -n '1,20p'
+    echo '```'
+  fi
 } > "${OUT}/report.md"
 cat "${OUT}/report.md"

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +22,10 @@ const (
 	// AddPodControllerIndexer (same name as upstream, so sharing the pod
 	// informer with other controllers adds it once).
 	PodControllerIndex = "podController"
+
+	// PodTemplateHashIndex names the pod informer index from
+	// AddPodTemplateHashIndexer.
+	PodTemplateHashIndex = "podTemplateHash"
 )
 
 // KeyFunc is the key controllers queue objects under: namespace/name, and
@@ -166,6 +171,60 @@ func AddPodControllerIndexer(podInformer cache.SharedIndexInformer) error {
 			return []string{PodControllerIndexKey(pod.Namespace, metav1.GetControllerOfNoCopy(pod))}, nil
 		},
 	})
+}
+
+// AddPodTemplateHashIndexer indexes pods by namespace and pod-template-hash
+// label (the label a Deployment's ReplicaSets select on), so the pods a
+// Deployment's ReplicaSet selects can be found without matching the
+// selector against every pod in the namespace. A no-op if already added.
+func AddPodTemplateHashIndexer(podInformer cache.SharedIndexInformer) error {
+	if _, ok := podInformer.GetIndexer().GetIndexers()[PodTemplateHashIndex]; ok {
+		return nil
+	}
+	return podInformer.AddIndexers(cache.Indexers{
+		PodTemplateHashIndex: func(obj interface{}) ([]string, error) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				return nil, nil
+			}
+			hash, ok := pod.Labels[apps.DefaultDeploymentUniqueLabelKey]
+			if !ok {
+				return nil, nil
+			}
+			return []string{pod.Namespace + "/" + hash}, nil
+		},
+	})
+}
+
+// ListPodsBySelector returns the pods in namespace that selector (from
+// labelSelector) selects, like a namespaced lister List. When the selector
+// pins pod-template-hash and podIndexer has PodTemplateHashIndex, only the
+// pods carrying that hash are matched: every pod the selector selects has
+// it, so the result is the same.
+func ListPodsBySelector(podIndexer cache.Indexer, namespace string, labelSelector *metav1.LabelSelector, selector labels.Selector) ([]*v1.Pod, error) {
+	hash, pinned := "", false
+	if labelSelector != nil {
+		hash, pinned = labelSelector.MatchLabels[apps.DefaultDeploymentUniqueLabelKey]
+	}
+	var pods []*v1.Pod
+	if _, indexed := podIndexer.GetIndexers()[PodTemplateHashIndex]; pinned && indexed {
+		objs, err := podIndexer.ByIndex(PodTemplateHashIndex, namespace+"/"+hash)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if p, ok := o.(*v1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
+				pods = append(pods, p)
+			}
+		}
+		return pods, nil
+	}
+	err := cache.ListAllByNamespace(podIndexer, namespace, selector, func(o interface{}) {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	})
+	return pods, err
 }
 
 // FilterPodsByOwner lists, through the PodControllerIndex, the pods that

@@ -84,6 +84,9 @@ type Controller struct {
 	// (see DefaultStatusMinInterval); 0 writes every change at once.
 	statusMinInterval time.Duration
 
+	// templates remembers template comparisons (see util.TemplateMatches).
+	templates *util.TemplateMatches
+
 	writesMu sync.Mutex
 	// writes remembers, per key, our last status write: when, and the
 	// resourceVersion it replaced, so a sync from a cache that has not yet
@@ -93,8 +96,11 @@ type Controller struct {
 
 // DefaultStatusMinInterval: a Deployment's intermediate replica counts are
 // written at most this often; a new generation, a condition change, pending
-// annotations and the completed rollout are written at once.
-const DefaultStatusMinInterval = 2 * time.Second
+// annotations and the completed rollout are written at once. Longer than
+// the ReplicaSets' interval: no controller steps on a Deployment's counts
+// (its rollout steps on its ReplicaSets'), so only people and tools reading
+// the progress of a rollout see them.
+const DefaultStatusMinInterval = 5 * time.Second
 
 type statusWrite struct {
 	at time.Time
@@ -128,6 +134,7 @@ func NewController(ctx context.Context, dInformer appsinformers.DeploymentInform
 		queue:               controller.NewNamedQueue(queueName),
 		clock:               clock.RealClock{},
 		statusMinInterval:   DefaultStatusMinInterval,
+		templates:           util.NewTemplateMatches(),
 		writes:              map[string]statusWrite{},
 		terminatingReplicas: func() bool { return features.TerminatingReplicas },
 	}

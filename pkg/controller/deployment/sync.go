@@ -231,7 +231,7 @@ func (p *syncPass) checkPausedConditions(ctx context.Context) error {
 // create is set and it is missing) and all old ones, bringing the revision
 // of the new ReplicaSet and of the Deployment up to date.
 func (p *syncPass) getAllReplicaSetsAndSyncRevision(ctx context.Context, create bool) (*apps.ReplicaSet, []*apps.ReplicaSet, error) {
-	_, allOldRSs := util.FindOldReplicaSets(p.d, p.rsList)
+	_, allOldRSs := p.dc.templates.FindOldReplicaSets(p.d, p.rsList)
 	newRS, err := p.getNewReplicaSet(ctx, allOldRSs, create)
 	if err != nil {
 		return nil, nil, err
@@ -245,7 +245,7 @@ func (p *syncPass) getAllReplicaSetsAndSyncRevision(ctx context.Context, create 
 func (p *syncPass) getNewReplicaSet(ctx context.Context, oldRSs []*apps.ReplicaSet, create bool) (*apps.ReplicaSet, error) {
 	logger := klog.FromContext(ctx)
 	d := p.d
-	existing := util.FindNewReplicaSet(d, p.rsList)
+	existing := p.dc.templates.FindNewReplicaSet(d, p.rsList)
 	newRevision := strconv.FormatInt(util.MaxRevision(logger, oldRSs)+1, 10)
 
 	if existing != nil {

@@ -119,9 +119,11 @@ type BaseController struct {
 	clock clock.PassiveClock
 
 	// lastStatusWrite is when each owner's (by key) status was last
-	// written, for Options.StatusMinInterval.
-	statusMu        sync.Mutex
-	lastStatusWrite map[string]time.Time
+	// written, for Options.StatusMinInterval; scaleUpHeldSince is when a
+	// rollout step's scale-up status was first held back (statusHold).
+	statusMu         sync.Mutex
+	lastStatusWrite  map[string]time.Time
+	scaleUpHeldSince map[string]time.Time
 
 	// syncHandler is sync; tests replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -148,6 +150,7 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 		queue:            controller.NewNamedQueue(opts.QueueName),
 		clock:            clock.RealClock{},
 		lastStatusWrite:  map[string]time.Time{},
+		scaleUpHeldSince: map[string]time.Time{},
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
 	if opts.Resource != (schema.GroupResource{}) {
@@ -179,6 +182,9 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 	})
 	if err := controller.AddPodControllerIndexer(podInformer.Informer()); err != nil {
 		logger.Error(err, "Unable to add the pod controller index")
+	}
+	if err := controller.AddPodTemplateHashIndexer(podInformer.Informer()); err != nil {
+		logger.Error(err, "Unable to add the pod template hash index")
 	}
 	c.podIndexer = podInformer.Informer().GetIndexer()
 	return c

@@ -113,19 +113,23 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 	}
 }
 
-// statusHold says how long to hold back newStatus: non-zero only when it
-// differs from the owner's in counts alone, the owner has observed its
-// generation, the counts are not the settled ones, and the last write of
-// this owner's status was less than StatusMinInterval ago
-// (RolloutStepStatusInterval for availability a rollout steps on).
+// statusHold says how long to hold back newStatus: non-zero only when its
+// conditions are the owner's, its counts are not the settled ones, and
+// either
+//   - the owner has observed its generation, only counts changed, and the
+//     last write of this owner's status was less than StatusMinInterval ago
+//     (RolloutStepStatusInterval for availability a rollout steps on), or
+//   - a rollout step has just scaled the owner up (see scaleUpHold).
 func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	interval := c.opts.StatusMinInterval
-	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil {
+	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil ||
+		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) || settled(owner.Replicas, newStatus) {
 		return 0
 	}
-	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration ||
-		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) ||
-		statusCountsEqual(owner.Status, newStatus) || settled(owner.Replicas, newStatus) {
+	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration {
+		return c.scaleUpHold(key, owner, newStatus, now)
+	}
+	if statusCountsEqual(owner.Status, newStatus) {
 		return 0
 	}
 	// availableReplicas is what a Deployment's rollout steps wait on: while
@@ -143,6 +147,32 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 	}
 	if elapsed := now.Sub(last); elapsed >= 0 && elapsed < interval {
 		return interval - elapsed
+	}
+	return 0
+}
+
+// scaleUpHold: a rollout step raised spec.replicas above the pod count the
+// status shows, and nothing a reader steps on has changed yet: readiness
+// and availability are as written. The Deployment waits on the new pods'
+// availability, not on the observed generation or the pod count, so those
+// wait (at most StatusMinInterval from the first hold) for the pods to
+// become available, and the step costs one status write instead of three
+// (generation observed, pods created, pods available).
+func (c *BaseController) scaleUpHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
+	if owner.Replicas <= owner.Status.Replicas ||
+		owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas ||
+		!c.rolloutInProgress(owner) {
+		return 0
+	}
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	since, ok := c.scaleUpHeldSince[key]
+	if !ok {
+		since = now
+		c.scaleUpHeldSince[key] = now
+	}
+	if elapsed := now.Sub(since); elapsed >= 0 && elapsed < c.opts.StatusMinInterval {
+		return c.opts.StatusMinInterval - elapsed
 	}
 	return 0
 }
@@ -172,12 +202,20 @@ func (c *BaseController) noteStatusWrite(key string, now time.Time) {
 	}
 	c.statusMu.Lock()
 	c.lastStatusWrite[key] = now
+	delete(c.scaleUpHeldSince, key)
+	c.statusMu.Unlock()
+}
+
+func (c *BaseController) endScaleUpHold(key string) {
+	c.statusMu.Lock()
+	delete(c.scaleUpHeldSince, key)
 	c.statusMu.Unlock()
 }
 
 func (c *BaseController) forgetStatusWrite(key string) {
 	c.statusMu.Lock()
 	delete(c.lastStatusWrite, key)
+	delete(c.scaleUpHeldSince, key)
 	c.statusMu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -127,7 +128,8 @@ func TestNoCoalescingWithZeroInterval(t *testing.T) {
 
 func klogBackground() klog.Logger { return klog.Background() }
 
-// No pods are created in a namespace being deleted; in a live one they are.
+// No pods are created and no status is written in a namespace being
+// deleted; in a live one they are.
 func TestNoPodsCreatedInTerminatingNamespace(t *testing.T) {
 	for _, terminating := range []bool{false, true} {
 		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: v1.NamespaceStatus{Phase: v1.NamespaceActive}}
@@ -147,5 +149,100 @@ func TestNoPodsCreatedInTerminatingNamespace(t *testing.T) {
 		if want := map[bool]int{false: 3, true: 0}[terminating]; len(f.pc.Templates) != want {
 			t.Fatalf("terminating=%v: created %d pods, want %d", terminating, len(f.pc.Templates), want)
 		}
+		// Nor is the status written there: the pods and the owner are going.
+		if want := map[bool]int{false: 1, true: 0}[terminating]; len(f.statusUpdates()) != want {
+			t.Fatalf("terminating=%v: %d status writes, want %d", terminating, len(f.statusUpdates()), want)
+		}
+	}
+}
+
+// newRolloutStepFixture: ReplicaSet web (3 replicas wanted, generation 1 not
+// yet observed, no pods) of a Deployment whose older ReplicaSet still has
+// replicas, on a fake clock.
+func newRolloutStepFixture(t *testing.T) (*fixture, *apps.ReplicaSet, *clocktesting.FakePassiveClock) {
+	rs := newRS("web", 3)
+	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
+	old := newRS("web-old", 2)
+	old.OwnerReferences = rs.OwnerReferences
+	f := newFixture(t, BurstReplicas, rs, old)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f.rsc.clock = clk
+	return f, rs, clk
+}
+
+// A rollout step scales a ReplicaSet up while an older sibling still has
+// replicas: the observed generation and the new pod count wait for the new
+// pods' availability and go out with it, in one write.
+func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
+	f, rs, clk := newRolloutStepFixture(t)
+	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
+	f.rsc.queue = rec
+	sync := func() {
+		t.Helper()
+		if err := f.sync("ns/web"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The step's sync creates the pods; generation 1 is not reported yet.
+	sync()
+	if len(f.pc.Templates) != 3 {
+		t.Fatalf("created %d pods, want 3", len(f.pc.Templates))
+	}
+	if n := len(f.statusUpdates()); n != 0 {
+		t.Fatalf("status writes %d, want 0 (held for availability)", n)
+	}
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
+
+	// The pods show up, not ready yet: only the pod count changed, still held
+	// (counted from the first hold).
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	for _, name := range []string{"p1", "p2", "p3"} {
+		f.addToCache(newPod(name, rs, unscheduled))
+	}
+	rec.after = nil
+	sync()
+	if n := len(f.statusUpdates()); n != 0 {
+		t.Fatalf("status writes %d, want 0 (held for availability)", n)
+	}
+	if want := DefaultStatusMinInterval - 300*time.Millisecond; len(rec.after) != 1 || rec.after[0] != want {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
+	}
+
+	// Two become available: one write with all of it.
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	sync()
+	if n := len(f.statusUpdates()); n != 1 {
+		t.Fatalf("status writes %d, want 1", n)
+	}
+	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 3 || st.AvailableReplicas != 2 {
+		t.Fatalf("status %+v, want generation 1 observed, 3 replicas, 2 available", st)
+	}
+}
+
+// The hold is bounded: pods that take longer than StatusMinInterval to become
+// available don't keep the observed generation back any longer.
+func TestRolloutScaleUpHoldIsBounded(t *testing.T) {
+	f, rs, clk := newRolloutStepFixture(t)
+	if err := f.sync("ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.statusUpdates()); n != 0 {
+		t.Fatalf("status writes %d, want 0 (held)", n)
+	}
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	f.addToCache(newPod("p1", rs, unscheduled))
+	if err := f.sync("ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.statusUpdates()); n != 1 {
+		t.Fatalf("status writes %d, want 1 (hold over)", n)
+	}
+	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 1 {
+		t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
 	}
 }

@@ -58,6 +58,13 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		return err
 	}
 
+	if controller.NamespaceTerminating(c.nsLister, namespace) {
+		// The namespace's deletion removes the pods and then the owner:
+		// nothing to adopt or create (creates would be refused), and no
+		// status worth writing while the pods go.
+		return nil
+	}
+
 	needsManage := c.expectations.SatisfiedExpectations(logger, key)
 	selector, err := metav1.LabelSelectorAsSelector(owner.Selector)
 	if err != nil {
@@ -81,7 +88,7 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 	}
 
 	var manageErr error
-	if needsManage && owner.Object.GetDeletionTimestamp() == nil && !controller.NamespaceTerminating(c.nsLister, namespace) {
+	if needsManage && owner.Object.GetDeletionTimestamp() == nil {
 		manageErr = c.manageReplicas(ctx, activePods, owner)
 	}
 
@@ -101,6 +108,8 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		}
 		if updated != owner {
 			c.noteStatusWrite(key, now)
+		} else {
+			c.endScaleUpHold(key)
 		}
 		c.consistency.WroteAt(nsName, owner.Object.GetUID(), c.opts.Resource, updated.Object.GetResourceVersion())
 	}
@@ -234,7 +243,7 @@ func (c *BaseController) relatedPods(logger klog.Logger, owner *Owner) []*v1.Pod
 		if err != nil {
 			continue
 		}
-		pods, err := c.podLister.Pods(sib.Object.GetNamespace()).List(sel)
+		pods, err := controller.ListPodsBySelector(c.podIndexer, sib.Object.GetNamespace(), sib.Selector, sel)
 		if err != nil {
 			utilruntime.HandleError(err)
 			return nil

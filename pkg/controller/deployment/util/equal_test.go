@@ -35,3 +35,46 @@ func TestEqualIgnoreHash(t *testing.T) {
 		t.Error("EqualIgnoreHash modified its input")
 	}
 }
+
+// TemplateMatches remembers a comparison while both generations hold, and
+// compares again when either changes or an object has no generation.
+func TestTemplateMatches(t *testing.T) {
+	tmpl := func(image string) v1.PodTemplateSpec {
+		return v1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: image}}},
+		}
+	}
+	d := &apps.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "d", Generation: 1}, Spec: apps.DeploymentSpec{Template: tmpl("a")}}
+	rs := &apps.ReplicaSet{ObjectMeta: metav1.ObjectMeta{UID: "rs", Generation: 1}, Spec: apps.ReplicaSetSpec{Template: tmpl("a")}}
+	rs.Spec.Template.Labels = map[string]string{"app": "web", apps.DefaultDeploymentUniqueLabelKey: "h"}
+	m := NewTemplateMatches()
+	if !m.Equal(rs, d) {
+		t.Fatal("same templates: want equal")
+	}
+	// Same generations: the remembered answer, even though (as an API
+	// server never allows) the template changed in place.
+	d.Spec.Template = tmpl("b")
+	if !m.Equal(rs, d) {
+		t.Fatal("same generations: want the remembered answer")
+	}
+	// A new generation is compared again.
+	d.Generation = 2
+	if m.Equal(rs, d) {
+		t.Fatal("new Deployment generation with another image: want not equal")
+	}
+	// Without a generation nothing is remembered.
+	d.Generation, rs.Generation = 0, 0
+	d.Spec.Template = tmpl("a")
+	if !m.Equal(rs, d) {
+		t.Fatal("no generation, same templates: want equal")
+	}
+	d.Spec.Template = tmpl("c")
+	if m.Equal(rs, d) {
+		t.Fatal("no generation, other image: want not equal")
+	}
+	// A nil memo compares every time.
+	if (*TemplateMatches)(nil).Equal(rs, d) {
+		t.Fatal("nil memo, other image: want not equal")
+	}
+}

@@ -3,12 +3,14 @@ package util
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 )
 
@@ -42,21 +44,78 @@ func withoutHashLabel(l map[string]string) map[string]string {
 // FindNewReplicaSet returns the oldest ReplicaSet whose template matches the
 // Deployment's, or nil. It sorts rsList by creation time.
 func FindNewReplicaSet(d *apps.Deployment, rsList []*apps.ReplicaSet) *apps.ReplicaSet {
+	return (*TemplateMatches)(nil).FindNewReplicaSet(d, rsList)
+}
+
+// FindOldReplicaSets returns the old ReplicaSets that still have replicas,
+// and all old ReplicaSets.
+func FindOldReplicaSets(d *apps.Deployment, rsList []*apps.ReplicaSet) ([]*apps.ReplicaSet, []*apps.ReplicaSet) {
+	return (*TemplateMatches)(nil).FindOldReplicaSets(d, rsList)
+}
+
+// TemplateMatches remembers which ReplicaSet templates match which
+// Deployment templates. Every sync of a Deployment compares its template
+// with each of its ReplicaSets' (twice), and the semantic comparison of
+// two pod templates is the controller's largest allocator; a template only
+// changes with its object's generation, so a result holds as long as both
+// generations do. A nil *TemplateMatches compares every time.
+type TemplateMatches struct {
+	mu sync.Mutex
+	m  map[templatePair]bool
+}
+
+type templatePair struct {
+	rs, d       types.UID
+	rsGen, dGen int64
+}
+
+// maxTemplatePairs bounds the memory: past it the memo starts over.
+const maxTemplatePairs = 1 << 16
+
+// NewTemplateMatches returns an empty memo.
+func NewTemplateMatches() *TemplateMatches {
+	return &TemplateMatches{m: map[templatePair]bool{}}
+}
+
+// Equal is EqualIgnoreHash of rs's and d's templates. Objects without a UID
+// or generation (never stored by an API server) are compared every time.
+func (c *TemplateMatches) Equal(rs *apps.ReplicaSet, d *apps.Deployment) bool {
+	if c == nil || rs.UID == "" || d.UID == "" || rs.Generation == 0 || d.Generation == 0 {
+		return EqualIgnoreHash(&rs.Spec.Template, &d.Spec.Template)
+	}
+	key := templatePair{rs: rs.UID, d: d.UID, rsGen: rs.Generation, dGen: d.Generation}
+	c.mu.Lock()
+	equal, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return equal
+	}
+	equal = EqualIgnoreHash(&rs.Spec.Template, &d.Spec.Template)
+	c.mu.Lock()
+	if len(c.m) >= maxTemplatePairs {
+		c.m = map[templatePair]bool{}
+	}
+	c.m[key] = equal
+	c.mu.Unlock()
+	return equal
+}
+
+// FindNewReplicaSet is FindNewReplicaSet with remembered comparisons.
+func (c *TemplateMatches) FindNewReplicaSet(d *apps.Deployment, rsList []*apps.ReplicaSet) *apps.ReplicaSet {
 	sort.Sort(ReplicaSetsByCreationTimestamp(rsList))
 	for _, rs := range rsList {
 		// More than one can match after some upgrades; the oldest wins.
-		if EqualIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
+		if c.Equal(rs, d) {
 			return rs
 		}
 	}
 	return nil
 }
 
-// FindOldReplicaSets returns the old ReplicaSets that still have replicas,
-// and all old ReplicaSets.
-func FindOldReplicaSets(d *apps.Deployment, rsList []*apps.ReplicaSet) ([]*apps.ReplicaSet, []*apps.ReplicaSet) {
+// FindOldReplicaSets is FindOldReplicaSets with remembered comparisons.
+func (c *TemplateMatches) FindOldReplicaSets(d *apps.Deployment, rsList []*apps.ReplicaSet) ([]*apps.ReplicaSet, []*apps.ReplicaSet) {
 	var active, all []*apps.ReplicaSet
-	newRS := FindNewReplicaSet(d, rsList)
+	newRS := c.FindNewReplicaSet(d, rsList)
 	for _, rs := range rsList {
 		if newRS != nil && rs.UID == newRS.UID {
 			continue
