@@ -20,7 +20,9 @@
 # Environment as rollout.sh (BENCH_ROUNDS, BENCH_QPS, BENCH_BURST,
 # BENCH_KCM_FLAGS, BENCH_TIMEOUT, BENCH_DIR, BENCH_PPROF: ours' last round takes
 # a CPU profile of the workload's first 30 s and a heap profile at its end),
-# plus BENCH_WORKLOAD and BENCH_SIZE.
+# plus BENCH_WORKLOAD and BENCH_SIZE. BENCH_ONLY=ours|upstream runs one
+# binary (quick iterations: per-run figures, no table); BENCH_KEEP_AUDIT=1
+# keeps each run's audit log (for hack/bench/timeline.py).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -207,8 +209,15 @@ run_one() { # NAME BINARY WANT_PPROF
   } > "${RUN_DIR}/facts.txt"
   stop_cluster
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${RUN_DIR}/facts.txt" > "${OUT}/runs/${name}.json"
-  rm -f "${audit}"*; rm -rf "${RUN_DIR}/cluster"
+  [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"*
+  rm -rf "${RUN_DIR}/cluster"
   log "[${name}] $(tr '\n' ' ' < "${RUN_DIR}/phases.txt")"
+}
+
+# run NAME BINARY WANT_PPROF: run_one, unless BENCH_ONLY names the other binary.
+run() {
+  [[ -z "${BENCH_ONLY:-}" || "$1" == "${BENCH_ONLY}"-* ]] || return 0
+  run_one "$@"
 }
 
 rm -rf "${OUT}/runs"; mkdir -p "${OUT}/runs"
@@ -216,11 +225,17 @@ for (( r = 1; r <= ROUNDS; r++ )); do
   want=0
   [[ "${PPROF}" == 1 && "${r}" == "${ROUNDS}" ]] && want=1
   if (( r % 2 )); then
-    run_one "ours-${SIZE}-${r}" "${OURS}" "${want}"; run_one "upstream-${SIZE}-${r}" "${UPSTREAM}" 0
+    run "ours-${SIZE}-${r}" "${OURS}" "${want}"; run "upstream-${SIZE}-${r}" "${UPSTREAM}" 0
   else
-    run_one "upstream-${SIZE}-${r}" "${UPSTREAM}" 0; run_one "ours-${SIZE}-${r}" "${OURS}" "${want}"
+    run "upstream-${SIZE}-${r}" "${UPSTREAM}" 0; run "ours-${SIZE}-${r}" "${OURS}" "${want}"
   fi
 done
+if [[ -n "${BENCH_ONLY:-}" ]]; then
+  for f in "${OUT}"/runs/*.json; do echo "${f##*/}: $(cat "${f}")"; done
+  prof="${OUT}/runs/ours-${SIZE}-${ROUNDS}/cpu.pprof"
+  [[ ! -s "${prof}" ]] || go tool pprof -top -nodecount=25 "${prof}" 2>/dev/null | sed -n '1,35p'
+  exit 0
+fi
 {
   echo "### ${WORKLOAD} bench: ${SIZE}, ${ROUNDS} rounds"
   echo

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -178,46 +179,58 @@ func AddPodControllerIndexer(podInformer cache.SharedIndexInformer) error {
 // Deployment's ReplicaSet selects can be found without matching the
 // selector against every pod in the namespace. A no-op if already added.
 func AddPodTemplateHashIndexer(podInformer cache.SharedIndexInformer) error {
-	if _, ok := podInformer.GetIndexer().GetIndexers()[PodTemplateHashIndex]; ok {
+	return AddPodLabelIndexer(podInformer, PodTemplateHashIndex, apps.DefaultDeploymentUniqueLabelKey)
+}
+
+// AddPodLabelIndexer indexes pods under index by namespace and the value of
+// their label key (pods without it are not indexed). A no-op if index is
+// already added.
+func AddPodLabelIndexer(podInformer cache.SharedIndexInformer, index, key string) error {
+	if _, ok := podInformer.GetIndexer().GetIndexers()[index]; ok {
 		return nil
 	}
 	return podInformer.AddIndexers(cache.Indexers{
-		PodTemplateHashIndex: func(obj interface{}) ([]string, error) {
+		index: func(obj interface{}) ([]string, error) {
 			pod, ok := obj.(*v1.Pod)
 			if !ok {
 				return nil, nil
 			}
-			hash, ok := pod.Labels[apps.DefaultDeploymentUniqueLabelKey]
+			value, ok := pod.Labels[key]
 			if !ok {
 				return nil, nil
 			}
-			return []string{pod.Namespace + "/" + hash}, nil
+			return []string{pod.Namespace + "/" + value}, nil
 		},
 	})
 }
 
-// ListPodsBySelector returns the pods in namespace that selector (from
-// labelSelector) selects, like a namespaced lister List. When the selector
-// pins pod-template-hash and podIndexer has PodTemplateHashIndex, only the
-// pods carrying that hash are matched: every pod the selector selects has
-// it, so the result is the same.
-func ListPodsBySelector(podIndexer cache.Indexer, namespace string, labelSelector *metav1.LabelSelector, selector labels.Selector) ([]*v1.Pod, error) {
-	hash, pinned := "", false
-	if labelSelector != nil {
-		hash, pinned = labelSelector.MatchLabels[apps.DefaultDeploymentUniqueLabelKey]
-	}
+// ListPodsBySelector returns the pods in namespace that selector selects,
+// like a namespaced lister List, through PodTemplateHashIndex when the
+// selector pins pod-template-hash (every Deployment-owned ReplicaSet's does).
+func ListPodsBySelector(podIndexer cache.Indexer, namespace string, selector labels.Selector) ([]*v1.Pod, error) {
+	return ListPodsPinnedBy(podIndexer, PodTemplateHashIndex, apps.DefaultDeploymentUniqueLabelKey, namespace, selector)
+}
+
+// ListPodsPinnedBy returns the pods in namespace that selector selects.
+// When selector requires label key to have one value and podIndexer has
+// index (from AddPodLabelIndexer for key), only the pods under that value
+// are matched; otherwise every pod of the namespace is. Both give the same
+// pods: a pod without that value can't match.
+func ListPodsPinnedBy(podIndexer cache.Indexer, index, key, namespace string, selector labels.Selector) ([]*v1.Pod, error) {
 	var pods []*v1.Pod
-	if _, indexed := podIndexer.GetIndexers()[PodTemplateHashIndex]; pinned && indexed {
-		objs, err := podIndexer.ByIndex(PodTemplateHashIndex, namespace+"/"+hash)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			if p, ok := o.(*v1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
-				pods = append(pods, p)
+	if value, pinned := pinnedValue(selector, key); pinned {
+		if _, indexed := podIndexer.GetIndexers()[index]; indexed {
+			objs, err := podIndexer.ByIndex(index, namespace+"/"+value)
+			if err != nil {
+				return nil, err
 			}
+			for _, o := range objs {
+				if p, ok := o.(*v1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
+					pods = append(pods, p)
+				}
+			}
+			return pods, nil
 		}
-		return pods, nil
 	}
 	err := cache.ListAllByNamespace(podIndexer, namespace, selector, func(o interface{}) {
 		if p, ok := o.(*v1.Pod); ok {
@@ -225,6 +238,26 @@ func ListPodsBySelector(podIndexer cache.Indexer, namespace string, labelSelecto
 		}
 	})
 	return pods, err
+}
+
+// pinnedValue returns the one value selector requires label key to have.
+func pinnedValue(selector labels.Selector, key string) (string, bool) {
+	reqs, selectable := selector.Requirements()
+	if !selectable {
+		return "", false
+	}
+	for _, r := range reqs {
+		if r.Key() != key {
+			continue
+		}
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if vals := r.Values(); vals.Len() == 1 {
+				return vals.UnsortedList()[0], true
+			}
+		}
+	}
+	return "", false
 }
 
 // FilterPodsByOwner lists, through the PodControllerIndex, the pods that

@@ -201,7 +201,7 @@ func TestListPodsBySelector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := ListPodsBySelector(idx, "a", ls, sel)
+		got, err := ListPodsBySelector(idx, "a", sel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,5 +218,73 @@ func TestListPodsBySelector(t *testing.T) {
 	keys, err := idx.IndexKeys(PodTemplateHashIndex, "a/h1")
 	if err != nil || !slices.Equal(keys, []string{"a/match", "a/other-app"}) && !slices.Equal(keys, []string{"a/other-app", "a/match"}) {
 		t.Fatalf("index a/h1 holds %v (%v), want a/match and a/other-app", keys, err)
+	}
+}
+
+// indexSpy records which indexes a lookup goes through.
+type indexSpy struct {
+	cache.Indexer
+	used []string
+}
+
+func (s *indexSpy) ByIndex(name, value string) ([]interface{}, error) {
+	s.used = append(s.used, name)
+	return s.Indexer.ByIndex(name, value)
+}
+
+func (s *indexSpy) Index(name string, obj interface{}) ([]interface{}, error) {
+	s.used = append(s.used, name)
+	return s.Indexer.Index(name, obj)
+}
+
+// A selector pinning the indexed label goes through the label index and
+// finds what a scan finds; one that does not scans the namespace.
+func TestListPodsPinnedByUsesIndex(t *testing.T) {
+	const key, index = "batch.kubernetes.io/controller-uid", "jobUID"
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := AddPodLabelIndexer(inf, index, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*v1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "mine", Labels: map[string]string{key: "u1", "job-name": "j"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "other-job", Labels: map[string]string{key: "u2", "job-name": "j"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "unlabeled", Labels: map[string]string{"job-name": "j"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "other-ns", Labels: map[string]string{key: "u1"}}},
+	} {
+		if err := inf.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		selector  string
+		want      []string
+		wantIndex string
+	}{
+		{key + "=u1", []string{"mine"}, index},
+		{key + " in (u1)", []string{"mine"}, index},
+		{key + "=u1,job-name=j", []string{"mine"}, index},
+		{key + " in (u1,u2)", []string{"mine", "other-job"}, cache.NamespaceIndex},
+		{"job-name=j", []string{"mine", "other-job", "unlabeled"}, cache.NamespaceIndex},
+	} {
+		sel, err := labels.Parse(tc.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spy := &indexSpy{Indexer: inf.GetIndexer()}
+		pods, err := ListPodsPinnedBy(spy, index, key, "a", sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range pods {
+			got = append(got, p.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got %v, want %v", tc.selector, got, tc.want)
+		}
+		if !slices.Contains(spy.used, tc.wantIndex) {
+			t.Errorf("%q: looked up through %v, want %s", tc.selector, spy.used, tc.wantIndex)
+		}
 	}
 }

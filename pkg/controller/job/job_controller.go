@@ -46,6 +46,9 @@ type Features struct {
 
 var controllerKind = batch.SchemeGroupVersion.WithKind("Job")
 
+// podJobUIDIndex indexes pods by the Job UID label a generated selector pins.
+const podJobUIDIndex = "podJobUID"
+
 var (
 	jobsResource = schema.GroupResource{Group: "batch", Resource: "jobs"}
 	podsResource = schema.GroupResource{Resource: "pods"}
@@ -179,6 +182,9 @@ func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodIn
 	jm.podStoreSynced = podInformer.Informer().HasSynced
 	if err := controller.AddPodControllerIndexer(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("adding Pod controller UID indexer: %w", err)
+	}
+	if err := controller.AddPodLabelIndexer(podInformer.Informer(), podJobUIDIndex, batch.ControllerUidLabel); err != nil {
+		return nil, fmt.Errorf("adding Pod Job UID label indexer: %w", err)
 	}
 	jm.podIndexer = podInformer.Informer().GetIndexer()
 
@@ -487,7 +493,9 @@ func (jm *Controller) syncOrphanPod(ctx context.Context, key orphanPodKey) error
 	if err != nil {
 		return fmt.Errorf("invalid label selector: %w", err)
 	}
-	pods, err := jm.podStore.Pods(key.namespace).List(sel)
+	// A generated Job selector pins the Job's UID label: look the pods up
+	// by it instead of matching every pod of the namespace.
+	pods, err := controller.ListPodsPinnedBy(jm.podIndexer, podJobUIDIndex, batch.ControllerUidLabel, key.namespace, sel)
 	if err != nil {
 		return err
 	}

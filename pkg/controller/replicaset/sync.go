@@ -243,7 +243,7 @@ func (c *BaseController) relatedPods(logger klog.Logger, owner *Owner) []*v1.Pod
 		if err != nil {
 			continue
 		}
-		pods, err := controller.ListPodsBySelector(c.podIndexer, sib.Object.GetNamespace(), sib.Selector, sel)
+		pods, err := controller.ListPodsBySelector(c.podIndexer, sib.Object.GetNamespace(), sel)
 		if err != nil {
 			utilruntime.HandleError(err)
 			return nil
