@@ -439,7 +439,7 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 	}
 
 	if item.isDeletingDependents() {
-		return gc.processDeletingDependentsItem(ctx, item)
+		return gc.processDeletingDependentsItem(ctx, item, latest)
 	}
 
 	refs := latest.GetOwnerReferences()
@@ -528,13 +528,14 @@ func (gc *GarbageCollector) deleteItem(ctx context.Context, item *node, latest *
 
 // processDeletingDependentsItem handles an owner deleted in foreground:
 // once no dependent blocks it, its foregroundDeletion finalizer goes;
-// until then its blocking dependents are queued for deletion.
-func (gc *GarbageCollector) processDeletingDependentsItem(ctx context.Context, item *node) error {
+// until then its blocking dependents are queued for deletion. latest is
+// the item as just read.
+func (gc *GarbageCollector) processDeletingDependentsItem(ctx context.Context, item *node, latest *metav1.PartialObjectMetadata) error {
 	logger := klog.FromContext(ctx)
 	blocking := item.blockingDependents()
 	if len(blocking) == 0 {
 		logger.V(2).Info("remove DeleteDependents finalizer for item", "item", item.identity)
-		return gc.removeFinalizer(ctx, item, metav1.FinalizerDeleteDependents)
+		return gc.removeFinalizer(ctx, item, metav1.FinalizerDeleteDependents, latest)
 	}
 	for _, dep := range blocking {
 		if !dep.isDeletingDependents() {
@@ -600,7 +601,7 @@ func (gc *GarbageCollector) attemptToOrphanWorker(ctx context.Context, owner *no
 		utilruntime.HandleErrorWithContext(ctx, err, "orphanDependents failed", "owner", owner.identity)
 		return requeueItem
 	}
-	if err := gc.removeFinalizer(ctx, owner, metav1.FinalizerOrphanDependents); err != nil {
+	if err := gc.removeFinalizer(ctx, owner, metav1.FinalizerOrphanDependents, nil); err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "removeOrphanFinalizer failed", "owner", owner.identity)
 		return requeueItem
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"k8s.io/utils/ptr"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
 	metricstestutil "k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
@@ -270,6 +271,10 @@ func TestForegroundOwnerWaitsThenDropsFinalizer(t *testing.T) {
 	g.client.ClearActions()
 	if err := g.attemptToDeleteItem(g.ctx, g.node("owner-uid")); err != nil {
 		t.Fatal(err)
+	}
+	// One read: the finalizer patch is pinned to the version just read.
+	if got, want := g.actions(), []string{"get configmaps owner", "patch configmaps owner"}; !slices.Equal(got, want) {
+		t.Errorf("actions = %v, want %v", got, want)
 	}
 	patches := g.patchActions()
 	if len(patches) != 1 || patches[0].PatchType != types.MergePatchType {

@@ -104,11 +104,17 @@ type ownerRefsPatchMeta struct {
 }
 
 // removeFinalizer drops finalizer from owner with a JSON merge patch pinned
-// to the resourceVersion read, retrying on conflicts.
-func (gc *GarbageCollector) removeFinalizer(ctx context.Context, owner *node, finalizer string) error {
+// to the resourceVersion read, retrying on conflicts. The first attempt
+// patches known, when the caller has just read owner (the pin makes a
+// stale copy fail with a conflict, and the retry reads it again).
+func (gc *GarbageCollector) removeFinalizer(ctx context.Context, owner *node, finalizer string, known *metav1.PartialObjectMetadata) error {
 	logger := klog.FromContext(ctx)
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		obj, err := gc.getObject(ctx, owner.identity)
+		obj, err := known, error(nil)
+		known = nil
+		if obj == nil {
+			obj, err = gc.getObject(ctx, owner.identity)
+		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

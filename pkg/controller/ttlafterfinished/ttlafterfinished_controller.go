@@ -108,8 +108,11 @@ func (tc *Controller) onJob(logger klog.Logger, obj interface{}) {
 }
 
 // processJob deletes the Job if its TTL has expired, otherwise requeues it
-// for when it will. The TTL is checked again on a live read first, in
-// case the user changed it or recreated the Job.
+// for when it will. The cached Job is deleted only at the resourceVersion
+// checked; if the Job has changed since (the user changed its TTL, or
+// recreated it), the delete is refused and the TTL is checked again on a
+// live read. Upstream reads before every delete; this costs the read only
+// when the cache is behind.
 func (tc *Controller) processJob(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
@@ -124,9 +127,15 @@ func (tc *Controller) processJob(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if expiredAt, err := tc.processTTL(logger, key, job); err != nil || expiredAt == nil {
+	expiredAt, err := tc.processTTL(logger, key, job)
+	if err != nil || expiredAt == nil {
 		return err
 	}
+	err = tc.deleteJob(ctx, job, job.ResourceVersion, expiredAt)
+	if !apierrors.IsConflict(err) || job.ResourceVersion == "" {
+		return err
+	}
+	logger.V(4).Info("Job changed since cached, checking it again", "job", klog.KObj(job))
 	fresh, err := tc.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -134,16 +143,25 @@ func (tc *Controller) processJob(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	expiredAt, err := tc.processTTL(logger, key, fresh)
+	expiredAt, err = tc.processTTL(logger, key, fresh)
 	if err != nil || expiredAt == nil {
 		return err
 	}
-	// Foreground: the Job stays visible until its pods are gone.
+	return tc.deleteJob(ctx, fresh, "", expiredAt)
+}
+
+// deleteJob deletes job in the foreground (it stays visible until its pods
+// are gone), at resourceVersion when that is set.
+func (tc *Controller) deleteJob(ctx context.Context, job *batch.Job, resourceVersion string, expiredAt *time.Time) error {
 	policy := metav1.DeletePropagationForeground
-	logger.V(4).Info("Cleaning up Job", "job", klog.KObj(fresh))
-	if err := tc.client.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{
+	pre := &metav1.Preconditions{UID: &job.UID}
+	if resourceVersion != "" {
+		pre.ResourceVersion = &resourceVersion
+	}
+	klog.FromContext(ctx).V(4).Info("Cleaning up Job", "job", klog.KObj(job))
+	if err := tc.client.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{
 		PropagationPolicy: &policy,
-		Preconditions:     &metav1.Preconditions{UID: &fresh.UID},
+		Preconditions:     pre,
 	}); err != nil {
 		return err
 	}

@@ -1,12 +1,16 @@
 package ttlafterfinished
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	batch "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,7 +23,7 @@ import (
 
 func finishedJob(name string, finishedAt time.Time, ttl *int32, cond batch.JobConditionType) *batch.Job {
 	return &batch.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: "1"},
 		Spec:       batch.JobSpec{TTLSecondsAfterFinished: ttl},
 		Status: batch.JobStatus{Conditions: []batch.JobCondition{{
 			Type: cond, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(finishedAt),
@@ -66,9 +70,80 @@ func TestDeletesAfterTTL(t *testing.T) {
 		}
 		opts := d[0].DeleteOptions
 		if opts.PropagationPolicy == nil || *opts.PropagationPolicy != metav1.DeletePropagationForeground ||
-			opts.Preconditions == nil || *opts.Preconditions.UID != job.UID {
+			opts.Preconditions == nil || *opts.Preconditions.UID != job.UID ||
+			opts.Preconditions.ResourceVersion == nil || *opts.Preconditions.ResourceVersion != job.ResourceVersion {
 			t.Errorf("delete options = %+v", opts)
 		}
+		// The cached Job is current: no live read.
+		if n := len(client.Actions()); n != 1 {
+			t.Errorf("%s: actions = %v, want the delete only", cond, client.Actions())
+		}
+	}
+}
+
+// refuseStaleDeletes makes the fake client honour a delete's
+// resourceVersion precondition, as the API server does.
+func refuseStaleDeletes(client *fake.Clientset) {
+	client.PrependReactor("delete", "jobs", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		d := a.(clienttesting.DeleteActionImpl)
+		pre := d.DeleteOptions.Preconditions
+		if pre == nil || pre.ResourceVersion == nil {
+			return false, nil, nil
+		}
+		live, err := client.Tracker().Get(a.GetResource(), d.Namespace, d.Name)
+		if err != nil {
+			return false, nil, nil
+		}
+		if live.(*batch.Job).ResourceVersion != *pre.ResourceVersion {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), d.Name, fmt.Errorf("precondition failed"))
+		}
+		return false, nil, nil
+	})
+}
+
+// A cached Job whose TTL has expired is not deleted when the live Job has
+// since been given a longer TTL: the delete at the cached version is
+// refused, and the live read finds the TTL not expired.
+func TestStaleCacheDoesNotDeleteChangedJob(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cached := finishedJob("j", now.Add(-11*time.Second), ptr.To[int32](10), batch.JobComplete)
+	cached.ResourceVersion = "1"
+	tc, client, _ := setup(t, cached)
+	refuseStaleDeletes(client)
+	live := cached.DeepCopy()
+	live.ResourceVersion = "2"
+	live.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600)
+	if err := client.Tracker().Update(batch.SchemeGroupVersion.WithResource("jobs"), live, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	_, ctx := ktesting.NewTestContext(t)
+	if err := tc.processJob(ctx, "ns/j"); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if want := []string{"delete", "get"}; !slices.Equal(verbs, want) {
+		t.Errorf("actions = %v, want %v", verbs, want)
+	}
+	if _, err := client.Tracker().Get(batch.SchemeGroupVersion.WithResource("jobs"), "ns", "j"); err != nil {
+		t.Errorf("job deleted: %v", err)
+	}
+
+	// Positive control: with the live Job expired too, the fresh read is
+	// deleted.
+	live.ResourceVersion = "3"
+	live.Spec.TTLSecondsAfterFinished = ptr.To[int32](10)
+	if err := client.Tracker().Update(batch.SchemeGroupVersion.WithResource("jobs"), live, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.processJob(ctx, "ns/j"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Tracker().Get(batch.SchemeGroupVersion.WithResource("jobs"), "ns", "j"); !apierrors.IsNotFound(err) {
+		t.Errorf("expired job not deleted: %v", err)
 	}
 }
 
