@@ -423,7 +423,7 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 		return nil
 	}
 
-	latest, err := gc.getObject(ctx, item.identity)
+	latest, err := gc.latestObject(ctx, item.identity)
 	switch {
 	case apierrors.IsNotFound(err):
 		logger.V(5).Info("item not found, generating a virtual delete event", "item", item.identity)

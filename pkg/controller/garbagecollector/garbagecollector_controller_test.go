@@ -538,3 +538,54 @@ func TestSyncErrorMetric(t *testing.T) {
 		t.Error("metric not registered in legacyregistry")
 	}
 }
+
+// An item the monitor cache holds is not read again: only its owner is
+// looked up live, and the delete is pinned to the cached resourceVersion.
+func TestCachedItemIsDeletedWithoutALiveRead(t *testing.T) {
+	dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+	g := newTestGC(t, dep)
+	g.cache(configMapGVR, dep)
+	g.observe(addEvent, dep, nil)
+	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := g.actions(), []string{"get configmaps owner", "delete configmaps dep"}; !slices.Equal(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+	pre := g.deleteActions()[0].DeleteOptions.Preconditions
+	if pre == nil || pre.ResourceVersion == nil || *pre.ResourceVersion != dep.ResourceVersion {
+		t.Errorf("delete preconditions = %+v, want the cached resourceVersion", pre)
+	}
+}
+
+// A cached item that is behind the live one is not deleted on its stale
+// owner references: the pinned delete is refused, and the live item,
+// which has gained an existing owner, stays.
+func TestStaleCachedItemIsNotDeleted(t *testing.T) {
+	stale := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+	live := stale.DeepCopy()
+	live.ResourceVersion = "2"
+	live.OwnerReferences = append(live.OwnerReferences, ref("ConfigMap", "keeper", "keeper-uid"))
+	keeper := cm("ns", "keeper", "keeper-uid")
+	g := newTestGC(t, live, keeper)
+	g.refuseStaleDeletes()
+	g.cache(configMapGVR, stale)
+	g.observe(addEvent, stale, nil)
+	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); !apierrors.IsConflict(err) {
+		t.Fatalf("err = %v, want a conflict (retried later)", err)
+	}
+	if _, err := g.client.Tracker().Get(configMapGVR, "ns", "dep"); err != nil {
+		t.Fatalf("dependent deleted on a stale copy: %v", err)
+	}
+
+	// Once the cache catches up, the existing owner keeps it and only the
+	// dangling reference goes.
+	g.cache(configMapGVR, live)
+	g.client.ClearActions()
+	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.deleteActions()) != 0 || len(g.patchActions()) != 1 {
+		t.Errorf("actions = %v, want one patch dropping the dangling reference", g.actions())
+	}
+}

@@ -2,9 +2,11 @@ package garbagecollector
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fakemetadata "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/metadata/metadatainformer"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -157,4 +161,41 @@ func (s *switchableDiscovery) ServerPreferredResources() ([]*metav1.APIResourceL
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lists, nil
+}
+
+// cache puts objs in the monitor cache of gvr, as its informer would.
+func (g *testGC) cache(gvr schema.GroupVersionResource, objs ...*metav1.PartialObjectMetadata) {
+	gb := g.dependencyGraphBuilder
+	gb.monitorLock.Lock()
+	defer gb.monitorLock.Unlock()
+	m := gb.monitors[gvr]
+	if m == nil {
+		m = &monitor{store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+		gb.monitors[gvr] = m
+	}
+	for _, o := range objs {
+		if err := m.store.Update(o); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// refuseStaleDeletes makes the fake client honour a delete's
+// resourceVersion precondition, as the API server does.
+func (g *testGC) refuseStaleDeletes() {
+	g.client.PrependReactor("delete", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		d := a.(clienttesting.DeleteActionImpl)
+		pre := d.DeleteOptions.Preconditions
+		if pre == nil || pre.ResourceVersion == nil {
+			return false, nil, nil
+		}
+		live, err := g.client.Tracker().Get(a.GetResource(), d.Namespace, d.Name)
+		if err != nil {
+			return false, nil, nil
+		}
+		if acc, _ := meta.Accessor(live); acc.GetResourceVersion() != *pre.ResourceVersion {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), d.Name, errors.New("precondition failed"))
+		}
+		return false, nil, nil
+	})
 }

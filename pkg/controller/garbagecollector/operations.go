@@ -150,28 +150,78 @@ func (gc *GarbageCollector) removeFinalizer(ctx context.Context, owner *node, fi
 // getMetadata reads an object's metadata from its monitor's cache, falling
 // back to the API server.
 func (gc *GarbageCollector) getMetadata(ctx context.Context, ref objectReference) (metav1.Object, error) {
+	cached, err := gc.cachedObject(ref)
+	if err != nil {
+		return nil, err
+	}
+	if cached != nil {
+		return cached, nil
+	}
+	resource, namespaced, err := gc.apiResource(ref.APIVersion, ref.Kind)
+	if err != nil {
+		return nil, err
+	}
+	return gc.metadataClient.Resource(resource).Namespace(namespaceFor(namespaced, ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
+}
+
+// latestObject is the item as the monitor's cache holds it, else as the
+// API server does. A cached copy may be behind; every write decided on it
+// is pinned to its resourceVersion (deleteObject, removeFinalizer) or
+// idempotent (the owner-reference patches), so a stale copy costs a
+// conflict and a retry, never a wrong write. Upstream reads every item
+// live; the cache saves that read for each object collected.
+func (gc *GarbageCollector) latestObject(ctx context.Context, item objectReference) (*metav1.PartialObjectMetadata, error) {
+	cached, err := gc.cachedObject(item)
+	if err != nil {
+		return nil, err
+	}
+	if cached != nil {
+		return cached, nil
+	}
+	return gc.getObject(ctx, item)
+}
+
+// cachedObject returns a copy of ref's metadata from its monitor's cache,
+// or nil when there is no monitor or the cache does not hold the object.
+func (gc *GarbageCollector) cachedObject(ref objectReference) (*metav1.PartialObjectMetadata, error) {
 	resource, namespaced, err := gc.apiResource(ref.APIVersion, ref.Kind)
 	if err != nil {
 		return nil, err
 	}
 	ns := namespaceFor(namespaced, ref.Namespace)
+	if namespaced && ns == "" {
+		return nil, nil // not a key the cache holds; the live read says why
+	}
 	gc.dependencyGraphBuilder.monitorLock.RLock()
 	m := gc.dependencyGraphBuilder.monitors[resource]
 	gc.dependencyGraphBuilder.monitorLock.RUnlock()
-	if m != nil {
-		key := ref.Name
-		if ns != "" {
-			key = ns + "/" + ref.Name
-		}
-		raw, exists, err := m.store.GetByKey(key)
-		if err != nil {
-			return nil, err
-		}
-		if exists {
-			return meta.Accessor(raw)
-		}
+	if m == nil {
+		return nil, nil
 	}
-	return gc.metadataClient.Resource(resource).Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	key := ref.Name
+	if ns != "" {
+		key = ns + "/" + ref.Name
+	}
+	raw, exists, err := m.store.GetByKey(key)
+	if err != nil || !exists {
+		return nil, err
+	}
+	acc, err := meta.Accessor(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              acc.GetName(),
+			Namespace:         acc.GetNamespace(),
+			UID:               acc.GetUID(),
+			ResourceVersion:   acc.GetResourceVersion(),
+			DeletionTimestamp: acc.GetDeletionTimestamp().DeepCopy(),
+			Finalizers:        slices.Clone(acc.GetFinalizers()),
+			OwnerReferences:   slices.Clone(acc.GetOwnerReferences()),
+		},
+	}, nil
 }
 
 // patch applies a strategic merge patch and, for resources that do not
