@@ -7,9 +7,10 @@
 #             100); converge = all Jobs complete and the short ones deleted
 #             by their TTL.
 #   nodefail  BENCH_SIZE pods (Deployments x 10, tolerating not-ready and
-#             unreachable for 10s) on kwok nodes; then a tenth of the nodes
-#             stop heartbeating (kwok stops managing them): converge = every
-#             Deployment available again on the remaining nodes.
+#             unreachable for 10s) on kwok nodes, a tenth more nodes run by
+#             a second kwok; that kwok is killed (its nodes stop
+#             heartbeating): converge = those nodes tainted, their pods
+#             evicted, every Deployment available again on the others.
 #   services  BENCH_SIZE pods (Deployments x 10), a Service per Deployment;
 #             converge = every Service's EndpointSlices list 10 ready
 #             endpoints; then readiness of every pod flips to false and back
@@ -105,27 +106,36 @@ wl_jobs() { # KUBECTL...
 }
 
 wl_nodefail() { # KUBECTL...
-  local n=$(( SIZE / 10 )) t0 t1 t2
+  local n=$(( SIZE / 10 )) t0 t1 t2 i
+  # The nodes that fail run under a kwok of their own, killed below: a kwok
+  # keeps heartbeating every node it has picked up, whatever its annotation
+  # says later.
+  local up fail kwok_pid
+  up=$("$@" get nodes -o name | wc -l)
+  fail=$(( (up + 9) / 10 ))
+  kwok_pid=$(pgrep -n -f "kwok --kubeconfig=${RUN_DIR}/cluster/kubeconfig ") || { log "no kwok found"; OK=0; return; }
+  local argv=()
+  mapfile -d '' -t argv < "/proc/${kwok_pid}/cmdline"
+  argv=("${argv[@]/kwok.x-k8s.io\/node=fake/kwok.x-k8s.io/node=failing}")
+  "${argv[@]}" > "${RUN_DIR}/kwok-failing.log" 2>&1 & FAILING_KWOK=$!
+  for (( i = 0; i < fail; i++ )); do
+    printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: failing-node-%d\n  annotations: {kwok.x-k8s.io/node: failing, node.alpha.kubernetes.io/ttl: "0"}\n  labels: {type: kwok, kubernetes.io/hostname: failing-node-%d, kubernetes.io/os: linux, kubernetes.io/arch: amd64}\nstatus:\n  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}\n  capacity: {cpu: "32", memory: 256Gi, pods: "110"}\n' "${i}" "${i}"
+  done | "$@" apply -f - >/dev/null
+  # shellcheck disable=SC2016
+  poll "${fail} failing nodes Ready" 120 bash -c '[[ $("$@" get nodes --no-headers | grep -c "^failing-node-.* Ready ") -ge '"${fail}"' ]]' _ "$@" || OK=0
   deployments "${n}" 10 > "${RUN_DIR}/d.yaml"
   "$@" create -f "${RUN_DIR}/d.yaml" >/dev/null
   poll "${n} Deployments available" "${TIMEOUT}" available "${n}" "$@" || OK=0
-  local nodes fail
-  mapfile -t nodes < <("$@" get nodes -l type=kwok -o name 2>/dev/null || true)
-  (( ${#nodes[@]} > 0 )) || mapfile -t nodes < <("$@" get nodes -o name)
-  fail=$(( (${#nodes[@]} + 9) / 10 ))
+  log "$("$@" -n "${NS}" get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c '^failing-node-') pods on the ${fail} nodes about to fail"
   t0=$(now)
-  log "stopping heartbeats of ${fail} of ${#nodes[@]} nodes"
-  local i
-  for (( i = 0; i < fail; i++ )); do
-    "$@" annotate --overwrite "${nodes[i]}" kwok.x-k8s.io/node=stopped >/dev/null
-  done
+  kill "${FAILING_KWOK}"; wait "${FAILING_KWOK}" 2>/dev/null || true
   # shellcheck disable=SC2016
-  poll "the nodes tainted unreachable" "${TIMEOUT}" bash -c '[[ $("$@" get nodes -o jsonpath="{range .items[*]}{.spec.taints[*].key}{\"\\n\"}{end}" | grep -c node.kubernetes.io/unreachable) -ge '"${fail}"' ]]' _ "$@" || OK=0
+  poll "the failed nodes tainted unreachable" "${TIMEOUT}" bash -c '[[ $("$@" get nodes -o jsonpath="{range .items[*]}{.metadata.name} {.spec.taints[*].key}{\"\\n\"}{end}" | grep "^failing-node-" | grep -c node.kubernetes.io/unreachable) -ge '"${fail}"' ]]' _ "$@" || OK=0
   t1=$(now)
-  local failed
-  failed=$(printf '%s\n' "${nodes[@]:0:fail}" | sed 's#^node/##' | paste -sd'|')
-  pods_off_failed() { ! "$@" -n "${NS}" get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -qxE "${failed}"; }
-  poll "no pod left on the failed nodes" "${TIMEOUT}" pods_off_failed "$@" || OK=0
+  # Evicted pods stay Terminating on a node that no kubelet answers for;
+  # converged is every pod there evicted and every Deployment available again.
+  evicted() { ! "$@" -n "${NS}" get pods -o jsonpath='{range .items[*]}{.spec.nodeName} {.metadata.deletionTimestamp}{"\n"}{end}' | grep -qE '^failing-node-[0-9]+ *$'; }
+  poll "every pod on the failed nodes evicted" "${TIMEOUT}" evicted "$@" || OK=0
   poll "every Deployment available" "${TIMEOUT}" available "${n}" "$@" || OK=0
   t2=$(now)
   echo "tainted $(secs "${t0}" "${t1}")"
@@ -192,7 +202,9 @@ run_one() { # NAME BINARY WANT_PPROF
     curl -sk -H "Authorization: Bearer ${token}" -o "${RUN_DIR}/cpu.pprof" \
       "https://127.0.0.1:${kcm_port}/debug/pprof/profile?seconds=30" & prof_pid=$!
   fi
+  FAILING_KWOK=""
   "wl_${WORKLOAD}" "${K[@]}" > "${RUN_DIR}/phases.txt"
+  [[ -z "${FAILING_KWOK}" ]] || kill "${FAILING_KWOK}" 2>/dev/null || true
   t1=$(now); cpu1=$(cpu_secs "${kcm_pid}")
   [[ -z "${prof_pid}" ]] || wait "${prof_pid}" || true
   if [[ "${want_pprof}" == 1 ]]; then
