@@ -119,7 +119,7 @@ wl_nodefail() { # KUBECTL...
   argv=("${argv[@]/kwok.x-k8s.io\/node=fake/kwok.x-k8s.io/node=failing}")
   "${argv[@]}" > "${RUN_DIR}/kwok-failing.log" 2>&1 & FAILING_KWOK=$!
   for (( i = 0; i < fail; i++ )); do
-    printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: failing-node-%d\n  annotations: {kwok.x-k8s.io/node: failing, node.alpha.kubernetes.io/ttl: "0"}\n  labels: {type: kwok, kubernetes.io/hostname: failing-node-%d, kubernetes.io/os: linux, kubernetes.io/arch: amd64}\nstatus:\n  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}\n  capacity: {cpu: "32", memory: 256Gi, pods: "110"}\n' "${i}" "${i}"
+    printf -- '---\napiVersion: v1\nkind: Node\nmetadata:\n  name: failing-node-%d\n  annotations: {kwok.x-k8s.io/node: failing, node.alpha.kubernetes.io/ttl: "0"}\n  labels: {type: kwok, kubernetes.io/hostname: failing-node-%d, kubernetes.io/os: linux, kubernetes.io/arch: amd64}\nstatus:\n  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}\n  capacity: {cpu: "32", memory: 256Gi, pods: "110"}\n' "${i}" "${i}"
   done | "$@" apply -f - >/dev/null
   # shellcheck disable=SC2016
   poll "${fail} failing nodes Ready" 120 bash -c '[[ $("$@" get nodes --no-headers | grep -c "^failing-node-.* Ready ") -ge '"${fail}"' ]]' _ "$@" || OK=0
