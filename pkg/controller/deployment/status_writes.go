@@ -10,13 +10,15 @@ import (
 
 // statusHold says how long newStatus may wait: non-zero only when d has
 // observed its generation, nothing else is pending, the conditions keep
-// their types, statuses and reasons, the rollout is not complete, and our
-// last status write of d was less than statusMinInterval ago.
+// their types, statuses and reasons, the rollout is not complete nor
+// becoming fully available, and our last status write of d was less than
+// statusMinInterval ago.
 func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.DeploymentStatus, pending bool, now time.Time) time.Duration {
 	interval := dc.statusMinInterval
 	if interval <= 0 || pending || d.DeletionTimestamp != nil ||
 		d.Generation != d.Status.ObservedGeneration || newStatus.ObservedGeneration != d.Status.ObservedGeneration ||
-		!sameConditions(d.Status.Conditions, newStatus.Conditions) || settled(d, newStatus) {
+		!sameConditions(d.Status.Conditions, newStatus.Conditions) || settled(d, newStatus) ||
+		(fullyAvailable(d, newStatus) && !fullyAvailable(d, d.Status)) {
 		return 0
 	}
 	dc.writesMu.Lock()
@@ -33,9 +35,16 @@ func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.
 
 // settled: every replica is updated and available, none terminating.
 func settled(d *apps.Deployment, st apps.DeploymentStatus) bool {
+	return fullyAvailable(d, st) && ptr.Deref(st.TerminatingReplicas, 0) == 0
+}
+
+// fullyAvailable: every replica is updated and available, whatever still
+// terminates (pods evicted from an unreachable node terminate until it
+// comes back; becoming available again must not wait on them).
+func fullyAvailable(d *apps.Deployment, st apps.DeploymentStatus) bool {
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	return st.Replicas == want && st.UpdatedReplicas == want && st.ReadyReplicas == want &&
-		st.AvailableReplicas == want && st.UnavailableReplicas == 0 && ptr.Deref(st.TerminatingReplicas, 0) == 0
+		st.AvailableReplicas == want && st.UnavailableReplicas == 0
 }
 
 // sameConditions compares type, status and reason: a condition's times and

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 )
 
 type recordingQueue struct {
@@ -169,4 +170,59 @@ func TestClaimCandidatesOwnAndOrphansOnly(t *testing.T) {
 	if len(names) != len(want) || !names["default/"+own.Name] || !names["default/"+orphan.Name] {
 		t.Fatalf("candidates %v, want %v", names, want)
 	}
+}
+
+// Every replica available again while evicted pods still terminate (their
+// node is unreachable): written at once, not held for the interval.
+func TestFullyAvailableWithTerminatingPodsWrittenAtOnce(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	f.mustSync(d)
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 10 })
+	f.mustSync(d)
+	d = f.refreshDeployment()
+
+	// A pod evicted: 9 available, 1 terminating (written: the last write
+	// is an interval old).
+	f.clock.Step(DefaultStatusMinInterval)
+	d = f.withTerminating(9, 1)
+	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || u[0].Status.AvailableReplicas != 9 {
+		t.Fatalf("eviction: status writes %v", u)
+	}
+	d = f.refreshDeployment()
+	// Positive control: another intermediate change right after waits.
+	f.clock.Step(10 * time.Millisecond)
+	d = f.withTerminating(8, 2)
+	if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
+		t.Fatalf("intermediate state right after a write: %s", describe(acts))
+	}
+	// The replacements are available; the evicted pods still terminate.
+	f.clock.Step(10 * time.Millisecond)
+	d = f.withTerminating(10, 2)
+	acts := f.mustSync(d)
+	u := statusUpdates(acts)
+	if len(u) != 1 || u[0].Status.AvailableReplicas != 10 || ptr.Deref(u[0].Status.TerminatingReplicas, 0) != 2 {
+		t.Fatalf("fully available with terminating pods not written at once: %s", describe(acts))
+	}
+}
+
+// withTerminating gives the ReplicaSet available replicas and terminating
+// ones, as after an eviction, and returns the Deployment.
+func (f *fixture) withTerminating(available, terminating int32) *apps.Deployment {
+	f.t.Helper()
+	list, err := f.client.AppsV1().ReplicaSets("default").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range list.Items {
+		rs := &list.Items[i]
+		n := *rs.Spec.Replicas
+		rs.Status = apps.ReplicaSetStatus{Replicas: n, FullyLabeledReplicas: n, ReadyReplicas: available, AvailableReplicas: available,
+			ObservedGeneration: rs.Generation, TerminatingReplicas: ptr.To(terminating)}
+		if _, err := f.client.AppsV1().ReplicaSets("default").UpdateStatus(f.ctx, rs, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+		f.addToCache(rs)
+	}
+	return f.refreshDeployment()
 }

@@ -123,7 +123,8 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	interval := c.opts.StatusMinInterval
 	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil ||
-		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) || settled(owner.Replicas, newStatus) {
+		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) || settled(owner.Replicas, newStatus) ||
+		(fullyAvailable(owner.Replicas, newStatus) && !fullyAvailable(owner.Replicas, owner.Status)) {
 		return 0
 	}
 	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration {
@@ -192,8 +193,15 @@ func (c *BaseController) rolloutInProgress(owner *Owner) bool {
 // settled: every wanted replica exists, carries the template's labels and
 // is available, and none is terminating.
 func settled(want int32, st Status) bool {
+	return fullyAvailable(want, st) && ptr.Deref(st.TerminatingReplicas, 0) == 0
+}
+
+// fullyAvailable: every wanted replica exists, carries the template's
+// labels and is available, whatever still terminates (pods evicted from an
+// unreachable node terminate until it comes back).
+func fullyAvailable(want int32, st Status) bool {
 	return st.Replicas == want && st.FullyLabeledReplicas == want && st.ReadyReplicas == want &&
-		st.AvailableReplicas == want && ptr.Deref(st.TerminatingReplicas, 0) == 0
+		st.AvailableReplicas == want
 }
 
 func (c *BaseController) noteStatusWrite(key string, now time.Time) {

@@ -246,3 +246,47 @@ func TestRolloutScaleUpHoldIsBounded(t *testing.T) {
 		t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
 	}
 }
+
+// Every replica available again while an evicted pod still terminates (its
+// node is unreachable): written at once, not held until the terminating
+// pod is gone or the interval is over.
+func TestFullyAvailableWithTerminatingPodWrittenAtOnce(t *testing.T) {
+	rs := newRS("web", 3)
+	rs.Status.TerminatingReplicas = ptr.To(int32(0))
+	f := newFixture(t, BurstReplicas, rs,
+		newPod("p1", rs, readySince(time.Hour)), newPod("p2", rs, readySince(time.Hour)), newPod("p3", rs),
+		newPod("evicted", rs, readySince(time.Hour), terminating))
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f.rsc.clock = clk
+	sync := func() {
+		t.Helper()
+		if err := f.sync("ns/web"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	if n := len(f.statusUpdates()); n != 1 {
+		t.Fatalf("status writes %d, want 1", n)
+	}
+	f.addToCache(f.lastStatus())
+	f.rsc.expectations.DeleteExpectations(klogBackground(), "ns/web")
+
+	// Positive control: another intermediate change right after is held.
+	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
+	f.addToCache(newPod("p2", rs))
+	sync()
+	if n := len(f.statusUpdates()); n != 1 {
+		t.Fatalf("status writes %d, want 1 (intermediate, held)", n)
+	}
+
+	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
+	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
+	sync()
+	if n := len(f.statusUpdates()); n != 2 {
+		t.Fatalf("status writes %d, want 2 (fully available at once)", n)
+	}
+	if st := f.lastStatus().Status; st.AvailableReplicas != 3 || ptr.Deref(st.TerminatingReplicas, 0) != 1 {
+		t.Fatalf("status %+v, want 3 available, 1 terminating", st)
+	}
+}
