@@ -180,7 +180,6 @@ func TestFullyAvailableWithTerminatingPodsWrittenAtOnce(t *testing.T) {
 	f.mustSync(d)
 	d = f.settle(func(*apps.ReplicaSet) int32 { return 10 })
 	f.mustSync(d)
-	d = f.refreshDeployment()
 
 	// A pod evicted: 9 available, 1 terminating (written: the last write
 	// is an interval old).
@@ -189,7 +188,6 @@ func TestFullyAvailableWithTerminatingPodsWrittenAtOnce(t *testing.T) {
 	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || u[0].Status.AvailableReplicas != 9 {
 		t.Fatalf("eviction: status writes %v", u)
 	}
-	d = f.refreshDeployment()
 	// Positive control: another intermediate change right after waits.
 	f.clock.Step(10 * time.Millisecond)
 	d = f.withTerminating(8, 2)
