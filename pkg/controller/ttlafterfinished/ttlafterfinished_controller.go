@@ -132,6 +132,9 @@ func (tc *Controller) processJob(ctx context.Context, key string) error {
 		return err
 	}
 	err = tc.deleteJob(ctx, job, job.ResourceVersion, expiredAt)
+	if apierrors.IsNotFound(err) {
+		return nil // already gone, as a live read would have said
+	}
 	if !apierrors.IsConflict(err) || job.ResourceVersion == "" {
 		return err
 	}

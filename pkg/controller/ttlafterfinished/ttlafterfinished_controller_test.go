@@ -147,6 +147,25 @@ func TestStaleCacheDoesNotDeleteChangedJob(t *testing.T) {
 	}
 }
 
+// A Job deleted by someone else after it was cached is done with: the
+// delete's NotFound is success, not an error to retry.
+func TestCachedJobAlreadyGone(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	job := finishedJob("j", now.Add(-11*time.Second), ptr.To[int32](10), batch.JobComplete)
+	tc, client, _ := setup(t, job)
+	if err := client.Tracker().Delete(batch.SchemeGroupVersion.WithResource("jobs"), "ns", "j"); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	_, ctx := ktesting.NewTestContext(t)
+	if err := tc.processJob(ctx, "ns/j"); err != nil {
+		t.Errorf("processJob = %v, want nil for a Job already gone", err)
+	}
+	if d := deletes(client); len(d) != 1 {
+		t.Errorf("actions = %v, want one delete attempt", client.Actions())
+	}
+}
+
 func TestWaitsForTTL(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	job := finishedJob("j", now.Add(-5*time.Second), ptr.To[int32](10), batch.JobComplete)
