@@ -5,7 +5,9 @@ figures the shell script recorded. Prints one JSON object.
 
   analyze.py AUDIT_LOG FACTS_FILE   (FACTS_FILE: key=value lines)
 """
+import glob
 import json
+import os
 import sys
 from collections import Counter
 from datetime import datetime, timezone
@@ -43,16 +45,24 @@ def controller(ua):
     return name or "(none)"
 
 
+def audit_files(audit):
+    """The audit log and, oldest first, the backups the API server rotated
+    it into (at 100 MB, named like audit-2026-11-29T05-00-48.163.log)."""
+    stem, ext = os.path.splitext(audit)
+    return sorted(glob.glob(glob.escape(stem) + "-*" + ext)) + [audit]
+
+
 def kcm_events(audit):
     """The audit log's events of requests by the controller manager."""
-    with open(audit) as f:
-        for line in f:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if ev.get("userAgent", "").startswith(UA_PREFIXES):
-                yield ev
+    for path in audit_files(audit):
+        with open(path) as f:
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("userAgent", "").startswith(UA_PREFIXES):
+                    yield ev
 
 
 def main():

@@ -221,7 +221,7 @@ run_one() { # NAME BINARY WANT_PPROF
   } > "${RUN_DIR}/facts.txt"
   stop_cluster
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${RUN_DIR}/facts.txt" > "${OUT}/runs/${name}.json"
-  [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"*
+  [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"* "${audit%.log}"-*.log
   rm -rf "${RUN_DIR}/cluster"
   log "[${name}] $(tr '\n' ' ' < "${RUN_DIR}/phases.txt")"
 }

@@ -225,6 +225,13 @@ func klogFrom(f *fixture) klog.Logger { return klog.FromContext(f.ctx) }
 // copied into the caches. It returns the fresh Deployment.
 func (f *fixture) settle(available func(rs *apps.ReplicaSet) int32) *apps.Deployment {
 	f.t.Helper()
+	return f.settleWithTerminating(available, 0)
+}
+
+// settleWithTerminating is settle with terminating pods counted in every
+// ReplicaSet's status, as after an eviction.
+func (f *fixture) settleWithTerminating(available func(rs *apps.ReplicaSet) int32, terminating int32) *apps.Deployment {
+	f.t.Helper()
 	list, err := f.client.AppsV1().ReplicaSets("default").List(f.ctx, metav1.ListOptions{})
 	if err != nil {
 		f.t.Fatal(err)
@@ -233,7 +240,7 @@ func (f *fixture) settle(available func(rs *apps.ReplicaSet) int32) *apps.Deploy
 		rs := &list.Items[i]
 		n := *rs.Spec.Replicas
 		a := min(available(rs), n)
-		rs.Status = apps.ReplicaSetStatus{Replicas: n, FullyLabeledReplicas: n, ReadyReplicas: a, AvailableReplicas: a, ObservedGeneration: rs.Generation, TerminatingReplicas: ptr.To[int32](0)}
+		rs.Status = apps.ReplicaSetStatus{Replicas: n, FullyLabeledReplicas: n, ReadyReplicas: a, AvailableReplicas: a, ObservedGeneration: rs.Generation, TerminatingReplicas: ptr.To(terminating)}
 		if _, err := f.client.AppsV1().ReplicaSets("default").UpdateStatus(f.ctx, rs, metav1.UpdateOptions{}); err != nil {
 			f.t.Fatal(err)
 		}

@@ -208,19 +208,5 @@ func TestFullyAvailableWithTerminatingPodsWrittenAtOnce(t *testing.T) {
 // ones, as after an eviction, and returns the Deployment.
 func (f *fixture) withTerminating(available, terminating int32) *apps.Deployment {
 	f.t.Helper()
-	list, err := f.client.AppsV1().ReplicaSets("default").List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for i := range list.Items {
-		rs := &list.Items[i]
-		n := *rs.Spec.Replicas
-		rs.Status = apps.ReplicaSetStatus{Replicas: n, FullyLabeledReplicas: n, ReadyReplicas: available, AvailableReplicas: available,
-			ObservedGeneration: rs.Generation, TerminatingReplicas: ptr.To(terminating)}
-		if _, err := f.client.AppsV1().ReplicaSets("default").UpdateStatus(f.ctx, rs, metav1.UpdateOptions{}); err != nil {
-			f.t.Fatal(err)
-		}
-		f.addToCache(rs)
-	}
-	return f.refreshDeployment()
+	return f.settleWithTerminating(func(*apps.ReplicaSet) int32 { return available }, terminating)
 }

@@ -19,30 +19,22 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	rs.Status.TerminatingReplicas = ptr.To(int32(0))
 	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
 	f := newFixture(t, BurstReplicas, rs, newPod("p1", rs))
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	f.rsc.clock = clk
+	clk := f.onFakeClock()
 	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
 	f.rsc.queue = rec
-	sync := func() {
-		t.Helper()
-		if err := f.sync("ns/web"); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// First write (new generation observed): at once.
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 1 {
 		t.Fatalf("status writes %d, want 1", n)
 	}
-	f.addToCache(f.lastStatus())
-	f.rsc.expectations.DeleteExpectations(klogBackground(), "ns/web")
+	f.statusWritten("ns/web")
 
 	// A second pod shows up 100ms later: intermediate, held back.
 	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
 	f.addToCache(newPod("p2", rs))
 	rec.after = nil
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 1 {
 		t.Fatalf("status writes %d, want 1 (held back)", n)
 	}
@@ -52,7 +44,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 
 	// When the interval is over, the latest counts are written.
 	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 2 {
 		t.Fatalf("status writes %d, want 2", n)
 	}
@@ -65,7 +57,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	// ReplicaSet still holding replicas, nothing steps on that: held.
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 2 {
 		t.Fatalf("status writes %d, want 2 (held back)", n)
 	}
@@ -75,7 +67,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	old.OwnerReferences = rs.OwnerReferences
 	f.addToCache(old)
 	rec.after = nil
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 2 {
 		t.Fatalf("status writes %d, want 2 (held for the rollout step interval)", n)
 	}
@@ -83,7 +75,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 	}
 	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 3 {
 		t.Fatalf("status writes %d, want 3 (availability change after the step interval)", n)
 	}
@@ -97,7 +89,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 4 {
 		t.Fatalf("status writes %d, want 3 (settled state at once)", n)
 	}
@@ -112,21 +104,38 @@ func TestNoCoalescingWithZeroInterval(t *testing.T) {
 	rs.Status.TerminatingReplicas = ptr.To(int32(0))
 	f := newFixture(t, BurstReplicas, rs, newPod("p1", rs))
 	f.rsc.opts.StatusMinInterval = 0
-	if err := f.sync("ns/web"); err != nil {
-		t.Fatal(err)
-	}
-	f.addToCache(f.lastStatus())
-	f.rsc.expectations.DeleteExpectations(klogBackground(), "ns/web")
+	f.mustSync("ns/web")
+	f.statusWritten("ns/web")
 	f.addToCache(newPod("p2", rs))
-	if err := f.sync("ns/web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 2 {
 		t.Fatalf("status writes %d, want 2", n)
 	}
 }
 
 func klogBackground() klog.Logger { return klog.Background() }
+
+// onFakeClock puts the controller on a fake clock and returns it.
+func (f *fixture) onFakeClock() *clocktesting.FakePassiveClock {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f.rsc.clock = clk
+	return clk
+}
+
+// mustSync syncs key and fails the test on an error.
+func (f *fixture) mustSync(key string) {
+	f.t.Helper()
+	if err := f.sync(key); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// statusWritten feeds the last status write back into the cache and
+// settles key's expectations, as the watch events would.
+func (f *fixture) statusWritten(key string) {
+	f.addToCache(f.lastStatus())
+	f.rsc.expectations.DeleteExpectations(klogBackground(), key)
+}
 
 // No pods are created and no status is written in a namespace being
 // deleted; in a live one they are.
@@ -165,8 +174,7 @@ func newRolloutStepFixture(t *testing.T) (*fixture, *apps.ReplicaSet, *clocktest
 	old := newRS("web-old", 2)
 	old.OwnerReferences = rs.OwnerReferences
 	f := newFixture(t, BurstReplicas, rs, old)
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	f.rsc.clock = clk
+	clk := f.onFakeClock()
 	return f, rs, clk
 }
 
@@ -177,15 +185,9 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 	f, rs, clk := newRolloutStepFixture(t)
 	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
 	f.rsc.queue = rec
-	sync := func() {
-		t.Helper()
-		if err := f.sync("ns/web"); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// The step's sync creates the pods; generation 1 is not reported yet.
-	sync()
+	f.mustSync("ns/web")
 	if len(f.pc.Templates) != 3 {
 		t.Fatalf("created %d pods, want 3", len(f.pc.Templates))
 	}
@@ -203,7 +205,7 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 		f.addToCache(newPod(name, rs, unscheduled))
 	}
 	rec.after = nil
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 0 {
 		t.Fatalf("status writes %d, want 0 (held for availability)", n)
 	}
@@ -215,7 +217,7 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 1 {
 		t.Fatalf("status writes %d, want 1", n)
 	}
@@ -228,17 +230,13 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 // available don't keep the observed generation back any longer.
 func TestRolloutScaleUpHoldIsBounded(t *testing.T) {
 	f, rs, clk := newRolloutStepFixture(t)
-	if err := f.sync("ns/web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 0 {
 		t.Fatalf("status writes %d, want 0 (held)", n)
 	}
 	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
 	f.addToCache(newPod("p1", rs, unscheduled))
-	if err := f.sync("ns/web"); err != nil {
-		t.Fatal(err)
-	}
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 1 {
 		t.Fatalf("status writes %d, want 1 (hold over)", n)
 	}
@@ -256,25 +254,17 @@ func TestFullyAvailableWithTerminatingPodWrittenAtOnce(t *testing.T) {
 	f := newFixture(t, BurstReplicas, rs,
 		newPod("p1", rs, readySince(time.Hour)), newPod("p2", rs, readySince(time.Hour)), newPod("p3", rs),
 		newPod("evicted", rs, readySince(time.Hour), terminating))
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	f.rsc.clock = clk
-	sync := func() {
-		t.Helper()
-		if err := f.sync("ns/web"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sync()
+	clk := f.onFakeClock()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 1 {
 		t.Fatalf("status writes %d, want 1", n)
 	}
-	f.addToCache(f.lastStatus())
-	f.rsc.expectations.DeleteExpectations(klogBackground(), "ns/web")
+	f.statusWritten("ns/web")
 
 	// Positive control: another intermediate change right after is held.
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p2", rs))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 1 {
 		t.Fatalf("status writes %d, want 1 (intermediate, held)", n)
 	}
@@ -282,7 +272,7 @@ func TestFullyAvailableWithTerminatingPodWrittenAtOnce(t *testing.T) {
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
-	sync()
+	f.mustSync("ns/web")
 	if n := len(f.statusUpdates()); n != 2 {
 		t.Fatalf("status writes %d, want 2 (fully available at once)", n)
 	}
