@@ -315,3 +315,50 @@ func TestReplicaSetOwnerChangeWakesBoth(t *testing.T) {
 		t.Errorf("tombstone delete enqueued %q", k)
 	}
 }
+
+// A new ReplicaSet whose annotations are current is returned as cached,
+// not copied; one that needs an annotation is updated from a copy, and the
+// cached object is left as it was.
+func TestNewReplicaSetCopiedOnlyWhenChanged(t *testing.T) {
+	d := newDeployment(3)
+	d.Annotations = map[string]string{"team": "a"}
+	rs := ownedRS(d, d.Spec.Template, 3, 1, t0)
+	rs.Annotations["team"] = "a"
+	f := newFixture(t, d, rs)
+	cached, err := f.dc.rsLister.ReplicaSets(rs.Namespace).Get(rs.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &syncPass{dc: f.dc, d: d.DeepCopy(), rsList: []*apps.ReplicaSet{cached}}
+	got, err := p.getNewReplicaSet(f.ctx, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != cached {
+		t.Errorf("unchanged new ReplicaSet was copied")
+	}
+
+	// Positive control: a new user annotation on the Deployment is written,
+	// and the cache's copy keeps its old annotations.
+	p.d.Annotations["team"] = "b"
+	f.client.ClearActions()
+	got, err = p.getNewReplicaSet(f.ctx, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == cached || got.Annotations["team"] != "b" {
+		t.Errorf("got %v, want an updated copy with team=b", got.Annotations)
+	}
+	if cached.Annotations["team"] != "a" {
+		t.Errorf("cached ReplicaSet changed: %v", cached.Annotations)
+	}
+	var updates int
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "replicasets" {
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Errorf("actions %v, want one ReplicaSet update", f.client.Actions())
+	}
+}

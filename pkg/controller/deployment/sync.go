@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -249,9 +250,15 @@ func (p *syncPass) getNewReplicaSet(ctx context.Context, oldRSs []*apps.ReplicaS
 	newRevision := strconv.FormatInt(util.MaxRevision(logger, oldRSs)+1, 10)
 
 	if existing != nil {
-		rsCopy := existing.DeepCopy()
-		annotationsChanged := util.SetNewReplicaSetAnnotations(ctx, d, rsCopy, newRevision, true, util.MaxRevHistoryLengthInChars)
-		if annotationsChanged || rsCopy.Spec.MinReadySeconds != d.Spec.MinReadySeconds {
+		// The annotations are worked out on a copy of their map only: most
+		// syncs change nothing, and copying the whole ReplicaSet each time
+		// was the controller's largest allocation at 5,000 pods.
+		probe := *existing
+		probe.Annotations = maps.Clone(existing.Annotations)
+		annotationsChanged := util.SetNewReplicaSetAnnotations(ctx, d, &probe, newRevision, true, util.MaxRevHistoryLengthInChars)
+		if annotationsChanged || existing.Spec.MinReadySeconds != d.Spec.MinReadySeconds {
+			rsCopy := existing.DeepCopy()
+			rsCopy.Annotations = probe.Annotations
 			rsCopy.Spec.MinReadySeconds = d.Spec.MinReadySeconds
 			updated, err := p.dc.client.AppsV1().ReplicaSets(rsCopy.Namespace).Update(ctx, rsCopy, metav1.UpdateOptions{})
 			if err != nil {
@@ -262,16 +269,17 @@ func (p *syncPass) getNewReplicaSet(ctx context.Context, oldRSs []*apps.ReplicaS
 			return updated, nil
 		}
 		// The ReplicaSet's revision is the reliable one: copy it.
-		changed := util.SetDeploymentRevision(d, rsCopy.Annotations[util.RevisionAnnotation])
+		changed := util.SetDeploymentRevision(d, existing.Annotations[util.RevisionAnnotation])
 		// A Deployment that just got a deadline starts counting from now.
 		if util.HasProgressDeadline(d) && util.GetDeploymentCondition(d.Status, apps.DeploymentProgressing) == nil {
-			p.setCondition(apps.DeploymentProgressing, v1.ConditionTrue, util.FoundNewRSReason, fmt.Sprintf("Found new replica set %q", rsCopy.Name))
+			p.setCondition(apps.DeploymentProgressing, v1.ConditionTrue, util.FoundNewRSReason, fmt.Sprintf("Found new replica set %q", existing.Name))
 			changed = true
 		}
 		if changed {
 			p.statusPending = true
 		}
-		return rsCopy, nil
+		// Unchanged: the cached object, read-only like the old ReplicaSets.
+		return existing, nil
 	}
 
 	if !create {
