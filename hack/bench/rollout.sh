@@ -213,7 +213,7 @@ anon_peak_mib=$(cat "${dir}/anon-peak")
 FACTS
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${dir}/facts.txt" > "${OUT}/runs/${name}.json"
   # The audit logs are large; keep the summaries and profiles only.
-  [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"*
+  [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"* "${audit%.log}"-*.log
   rm -rf "${dir}/cluster"
 }
 

@@ -2,11 +2,14 @@ package namespace
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/namespace/deletion"
 )
@@ -83,6 +86,16 @@ func TestRemainingPodsWakeNamespace(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The fake clientset does not replay events to a watch opened late: the
+	// delete below must come after the informer's watch is registered, which
+	// the cache being synced does not promise.
+	podWatch := make(chan struct{})
+	var once sync.Once
+	kube.PrependWatchReactor("pods", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := kube.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		once.Do(func() { close(podWatch) })
+		return true, w, err
+	})
 	if _, err := kube.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +118,7 @@ func TestRemainingPodsWakeNamespace(t *testing.T) {
 	if q.Len() != 0 {
 		t.Fatalf("queue holds %d keys before the pod is deleted", q.Len())
 	}
+	<-podWatch
 	if err := kube.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
