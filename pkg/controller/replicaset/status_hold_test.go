@@ -25,9 +25,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 
 	// First write (new generation observed): at once.
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 1 {
-		t.Fatalf("status writes %d, want 1", n)
-	}
+	f.wantStatusWrites(1, "")
 	f.statusWritten("ns/web")
 
 	// A second pod shows up 100ms later: intermediate, held back.
@@ -35,9 +33,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	f.addToCache(newPod("p2", rs))
 	rec.after = nil
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 1 {
-		t.Fatalf("status writes %d, want 1 (held back)", n)
-	}
+	f.wantStatusWrites(1, "held back")
 	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval-100*time.Millisecond {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval-100*time.Millisecond)
 	}
@@ -45,9 +41,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	// When the interval is over, the latest counts are written.
 	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 2 {
-		t.Fatalf("status writes %d, want 2", n)
-	}
+	f.wantStatusWrites(2, "")
 	if got := f.lastStatus().Status.Replicas; got != 2 {
 		t.Fatalf("status.replicas %d, want 2", got)
 	}
@@ -58,9 +52,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 2 {
-		t.Fatalf("status writes %d, want 2 (held back)", n)
-	}
+	f.wantStatusWrites(2, "held back")
 	// An older sibling with replicas: a rollout steps on availability, so
 	// the change waits only RolloutStepStatusInterval, not the full interval.
 	old := newRS("web-old", 2)
@@ -68,17 +60,13 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	f.addToCache(old)
 	rec.after = nil
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 2 {
-		t.Fatalf("status writes %d, want 2 (held for the rollout step interval)", n)
-	}
+	f.wantStatusWrites(2, "held for the rollout step interval")
 	if want := RolloutStepStatusInterval - 10*time.Millisecond; len(rec.after) != 1 || rec.after[0] != want {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 	}
 	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 3 {
-		t.Fatalf("status writes %d, want 3 (availability change after the step interval)", n)
-	}
+	f.wantStatusWrites(3, "availability change after the step interval")
 	if got := f.lastStatus().Status.AvailableReplicas; got != 1 {
 		t.Fatalf("status.availableReplicas %d, want 1", got)
 	}
@@ -90,9 +78,7 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 4 {
-		t.Fatalf("status writes %d, want 3 (settled state at once)", n)
-	}
+	f.wantStatusWrites(4, "settled state at once")
 	if st := f.lastStatus().Status; st.Replicas != 3 || st.ReadyReplicas != 3 || st.AvailableReplicas != 3 {
 		t.Fatalf("status %+v, want 3/3/3", st)
 	}
@@ -108,9 +94,7 @@ func TestNoCoalescingWithZeroInterval(t *testing.T) {
 	f.statusWritten("ns/web")
 	f.addToCache(newPod("p2", rs))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 2 {
-		t.Fatalf("status writes %d, want 2", n)
-	}
+	f.wantStatusWrites(2, "")
 }
 
 func klogBackground() klog.Logger { return klog.Background() }
@@ -127,6 +111,15 @@ func (f *fixture) mustSync(key string) {
 	f.t.Helper()
 	if err := f.sync(key); err != nil {
 		f.t.Fatal(err)
+	}
+}
+
+// wantStatusWrites fails the test unless want status writes were made;
+// why says what the count shows.
+func (f *fixture) wantStatusWrites(want int, why string) {
+	f.t.Helper()
+	if n := len(f.statusUpdates()); n != want {
+		f.t.Fatalf("status writes %d, want %d %s", n, want, why)
 	}
 }
 
@@ -191,9 +184,7 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 	if len(f.pc.Templates) != 3 {
 		t.Fatalf("created %d pods, want 3", len(f.pc.Templates))
 	}
-	if n := len(f.statusUpdates()); n != 0 {
-		t.Fatalf("status writes %d, want 0 (held for availability)", n)
-	}
+	f.wantStatusWrites(0, "held for availability")
 	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
 	}
@@ -206,9 +197,7 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 	}
 	rec.after = nil
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 0 {
-		t.Fatalf("status writes %d, want 0 (held for availability)", n)
-	}
+	f.wantStatusWrites(0, "held for availability")
 	if want := DefaultStatusMinInterval - 300*time.Millisecond; len(rec.after) != 1 || rec.after[0] != want {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 	}
@@ -218,9 +207,7 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 1 {
-		t.Fatalf("status writes %d, want 1", n)
-	}
+	f.wantStatusWrites(1, "")
 	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 3 || st.AvailableReplicas != 2 {
 		t.Fatalf("status %+v, want generation 1 observed, 3 replicas, 2 available", st)
 	}
@@ -231,15 +218,11 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 func TestRolloutScaleUpHoldIsBounded(t *testing.T) {
 	f, rs, clk := newRolloutStepFixture(t)
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 0 {
-		t.Fatalf("status writes %d, want 0 (held)", n)
-	}
+	f.wantStatusWrites(0, "held")
 	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
 	f.addToCache(newPod("p1", rs, unscheduled))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 1 {
-		t.Fatalf("status writes %d, want 1 (hold over)", n)
-	}
+	f.wantStatusWrites(1, "hold over")
 	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 1 {
 		t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
 	}
@@ -256,26 +239,20 @@ func TestFullyAvailableWithTerminatingPodWrittenAtOnce(t *testing.T) {
 		newPod("evicted", rs, readySince(time.Hour), terminating))
 	clk := f.onFakeClock()
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 1 {
-		t.Fatalf("status writes %d, want 1", n)
-	}
+	f.wantStatusWrites(1, "")
 	f.statusWritten("ns/web")
 
 	// Positive control: another intermediate change right after is held.
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p2", rs))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 1 {
-		t.Fatalf("status writes %d, want 1 (intermediate, held)", n)
-	}
+	f.wantStatusWrites(1, "intermediate, held")
 
 	clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
-	if n := len(f.statusUpdates()); n != 2 {
-		t.Fatalf("status writes %d, want 2 (fully available at once)", n)
-	}
+	f.wantStatusWrites(2, "fully available at once")
 	if st := f.lastStatus().Status; st.AvailableReplicas != 3 || ptr.Deref(st.TerminatingReplicas, 0) != 1 {
 		t.Fatalf("status %+v, want 3 available, 1 terminating", st)
 	}
