@@ -95,18 +95,28 @@ type Controller struct {
 }
 
 // DefaultStatusMinInterval: a Deployment's intermediate replica counts are
-// written at most this often; a new generation, a condition change, pending
-// annotations and the completed rollout are written at once. Longer than
-// the ReplicaSets' interval: no controller steps on a Deployment's counts
-// (its rollout steps on its ReplicaSets'), so only people and tools reading
-// the progress of a rollout see them.
+// written at most this often, and the interval doubles with each such
+// write of the same rollout, up to MaxStatusInterval; a new generation, a
+// condition change, pending annotations and the completed rollout are
+// written at once (and start the doubling over). Longer than the
+// ReplicaSets' interval: no controller steps on a Deployment's counts (its
+// rollout steps on its ReplicaSets'), so only people and tools reading the
+// progress of a rollout see them.
 const DefaultStatusMinInterval = 5 * time.Second
+
+// MaxStatusInterval bounds the doubled interval (as does a tenth of the
+// progress deadline, see holdInterval): a rollout's progress is never more
+// than this much behind in its Deployment's status.
+const MaxStatusInterval = time.Minute
 
 type statusWrite struct {
 	at time.Time
 	// uid and replacedRV identify the object version our write superseded.
 	uid        types.UID
 	replacedRV string
+	// intermediates counts the intermediate writes since the last write
+	// that could not wait.
+	intermediates int
 }
 
 // Features are the feature gates the Deployment controller consults.

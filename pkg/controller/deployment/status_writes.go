@@ -8,29 +8,48 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// statusHold says how long newStatus may wait: non-zero only when d has
-// observed its generation, nothing else is pending, the conditions keep
-// their types, statuses and reasons, the rollout is not complete nor
-// becoming fully available, and our last status write of d was less than
-// statusMinInterval ago.
-func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.DeploymentStatus, pending bool, now time.Time) time.Duration {
-	interval := dc.statusMinInterval
-	if interval <= 0 || pending || d.DeletionTimestamp != nil ||
+// statusHold says how long newStatus may wait, and whether it is an
+// intermediate state at all: one only when d has observed its generation,
+// nothing else is pending, the conditions keep their types, statuses and
+// reasons, and the rollout is neither complete nor becoming fully
+// available. An intermediate state waits until holdInterval has passed
+// since our last status write of d.
+func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.DeploymentStatus, pending bool, now time.Time) (wait time.Duration, intermediate bool) {
+	if dc.statusMinInterval <= 0 || pending || d.DeletionTimestamp != nil ||
 		d.Generation != d.Status.ObservedGeneration || newStatus.ObservedGeneration != d.Status.ObservedGeneration ||
 		!sameConditions(d.Status.Conditions, newStatus.Conditions) || settled(d, newStatus) ||
 		(fullyAvailable(d, newStatus) && !fullyAvailable(d, d.Status)) {
-		return 0
+		return 0, false
 	}
 	dc.writesMu.Lock()
 	w, ok := dc.writes[key]
 	dc.writesMu.Unlock()
 	if !ok || w.uid != d.UID {
-		return 0
+		return 0, true
 	}
-	if elapsed := now.Sub(w.at); elapsed >= 0 && elapsed < interval {
-		return interval - elapsed
+	if interval, elapsed := dc.holdInterval(d, w.intermediates), now.Sub(w.at); elapsed >= 0 && elapsed < interval {
+		return interval - elapsed, true
 	}
-	return 0
+	return 0, true
+}
+
+// holdInterval doubles statusMinInterval with each intermediate write made
+// since the last one that could not wait, up to MaxStatusInterval and a
+// tenth of d's progress deadline: a rollout's intermediate writes then grow
+// with the logarithm of its duration, not in proportion to it (a rollout
+// on a busy cluster lasts longer, and would otherwise write more). Progress
+// held back is progress the deadline has not seen yet, so the cap keeps a
+// timeout from being reported much later than upstream reports it.
+func (dc *Controller) holdInterval(d *apps.Deployment, intermediates int) time.Duration {
+	limit := MaxStatusInterval
+	if d.Spec.ProgressDeadlineSeconds != nil {
+		limit = min(limit, time.Duration(*d.Spec.ProgressDeadlineSeconds)*time.Second/10)
+	}
+	interval := dc.statusMinInterval
+	for i := 0; i < intermediates && interval < limit; i++ {
+		interval *= 2
+	}
+	return max(dc.statusMinInterval, min(interval, limit))
 }
 
 // settled: every replica is updated and available, none terminating.
@@ -61,13 +80,18 @@ func sameConditions(a, b []apps.DeploymentCondition) bool {
 	return true
 }
 
-func (dc *Controller) noteWrite(key string, uid types.UID, sentRV, newRV string, now time.Time) {
+// noteWrite records our status write of key; intermediate says it was an
+// intermediate state, written once its hold was over.
+func (dc *Controller) noteWrite(key string, uid types.UID, sentRV, newRV string, now time.Time, intermediate bool) {
 	w := statusWrite{at: now, uid: uid}
 	if newRV != sentRV {
 		// Only a version the server replaced can show the cache is behind.
 		w.replacedRV = sentRV
 	}
 	dc.writesMu.Lock()
+	if prev, ok := dc.writes[key]; ok && intermediate && prev.uid == uid {
+		w.intermediates = prev.intermediates + 1
+	}
 	dc.writes[key] = w
 	dc.writesMu.Unlock()
 }

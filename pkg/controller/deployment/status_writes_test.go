@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -209,4 +210,74 @@ func TestFullyAvailableWithTerminatingPodsWrittenAtOnce(t *testing.T) {
 func (f *fixture) withTerminating(available, terminating int32) *apps.Deployment {
 	f.t.Helper()
 	return f.settleWithTerminating(func(*apps.ReplicaSet) int32 { return available }, terminating)
+}
+
+// Each intermediate write of a rollout doubles the wait before the next,
+// up to MaxStatusInterval; a write that cannot wait starts over.
+func TestIntermediateIntervalDoublesPerRollout(t *testing.T) {
+	d := newDeployment(20)
+	f := newFixture(t, d)
+	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
+	f.dc.queue = rec
+	f.mustSync(d)
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 1 })
+	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
+		t.Fatalf("condition change: %d status writes, want 1", n)
+	}
+
+	available := int32(1)
+	// Each step: the wait the next intermediate state is held for.
+	for _, want := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 60 * time.Second, 60 * time.Second} {
+		available++
+		rec.after = nil
+		n := available
+		d = f.settle(func(*apps.ReplicaSet) int32 { return n })
+		if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
+			t.Fatalf("available %d: written right after the last write: %s", n, describe(acts))
+		}
+		if len(rec.after) != 1 || rec.after[0] != want {
+			t.Fatalf("available %d: requeued after %v, want [%v]", n, rec.after, want)
+		}
+		f.clock.Step(want)
+		if u := statusUpdates(f.mustSync(d)); len(u) != 1 || u[0].Status.AvailableReplicas != n {
+			t.Fatalf("available %d: not written once the hold is over: %v", n, u)
+		}
+	}
+
+	// A condition change is written at once and starts the doubling over.
+	f.clock.Step(time.Second)
+	d = f.withTerminating(20, 0)
+	if u := statusUpdates(f.mustSync(d)); len(u) != 1 {
+		t.Fatalf("complete rollout: %d status writes, want 1", len(u))
+	}
+	f.clock.Step(time.Second)
+	d = f.withTerminating(19, 1)
+	rec.after = nil
+	if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
+		t.Fatalf("intermediate state right after a write: %s", describe(acts))
+	}
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval-time.Second {
+		t.Fatalf("after a write that could not wait: requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval-time.Second)
+	}
+}
+
+// The doubled interval stays under a tenth of a short progress deadline, so
+// held progress cannot push a timeout far past upstream's.
+func TestHoldIntervalCappedByProgressDeadline(t *testing.T) {
+	dc := &Controller{statusMinInterval: DefaultStatusMinInterval}
+	d := newDeployment(10)
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](120)
+	for n, want := range []time.Duration{5 * time.Second, 10 * time.Second, 12 * time.Second, 12 * time.Second} {
+		if got := dc.holdInterval(d, n); got != want {
+			t.Errorf("deadline 120 s, %d intermediate writes: %v, want %v", n, got, want)
+		}
+	}
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](math.MaxInt32)
+	if got := dc.holdInterval(d, 10); got != MaxStatusInterval {
+		t.Errorf("no deadline: %v, want %v", got, MaxStatusInterval)
+	}
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](10)
+	if got := dc.holdInterval(d, 3); got != DefaultStatusMinInterval {
+		t.Errorf("deadline 10 s: %v, want the base %v", got, DefaultStatusMinInterval)
+	}
 }

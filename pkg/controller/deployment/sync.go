@@ -37,6 +37,9 @@ type syncPass struct {
 	rsList []*apps.ReplicaSet
 	// statusPending: d's status or annotations changed and are not written.
 	statusPending bool
+	// intermediate: the status about to be written is an intermediate
+	// state of the rollout (see statusHold).
+	intermediate bool
 	// key is d's queue key.
 	key string
 }
@@ -152,7 +155,8 @@ func (p *syncPass) writeStatus(ctx context.Context) error {
 		return err
 	}
 	p.d.ResourceVersion = updated.ResourceVersion
-	p.dc.noteWrite(p.key, p.d.UID, sent, updated.ResourceVersion, p.now())
+	p.dc.noteWrite(p.key, p.d.UID, sent, updated.ResourceVersion, p.now(), p.intermediate)
+	p.intermediate = false
 	return nil
 }
 
@@ -160,11 +164,13 @@ func (p *syncPass) writeStatus(ctx context.Context) error {
 // the rollout that can wait (see DefaultStatusMinInterval): then the key
 // comes back when the interval is over.
 func (p *syncPass) writeCountsStatus(ctx context.Context, newStatus apps.DeploymentStatus) error {
-	if wait := p.dc.statusHold(p.key, p.d, newStatus, p.statusPending, p.now()); wait > 0 {
+	wait, intermediate := p.dc.statusHold(p.key, p.d, newStatus, p.statusPending, p.now())
+	if wait > 0 {
 		klog.FromContext(ctx).V(4).Info("Holding back intermediate status", "deployment", klog.KObj(p.d), "for", wait)
 		p.dc.queue.AddAfter(p.key, wait)
 		return nil
 	}
+	p.intermediate = intermediate
 	p.d.Status = newStatus
 	return p.writeStatus(ctx)
 }

@@ -42,6 +42,7 @@ type GarbageCollector struct {
 	attemptToDelete        workqueue.TypedRateLimitingInterface[*node]
 	attemptToOrphan        workqueue.TypedRateLimitingInterface[*node]
 	absentOwnerCache       *referenceCache
+	recentDeletes          *recentDeletes
 }
 
 // NewGarbageCollector builds a collector and its graph builder.
@@ -77,6 +78,7 @@ func NewComposedGarbageCollector(
 		attemptToDelete:        gb.attemptToDelete,
 		attemptToOrphan:        gb.attemptToOrphan,
 		absentOwnerCache:       gb.absentOwnerCache,
+		recentDeletes:          gb.recentDeletes,
 	}, nil
 }
 
@@ -423,7 +425,7 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 		return nil
 	}
 
-	latest, err := gc.latestObject(ctx, item.identity)
+	latest, fromCache, err := gc.latestObject(ctx, item.identity)
 	switch {
 	case apierrors.IsNotFound(err):
 		logger.V(5).Info("item not found, generating a virtual delete event", "item", item.identity)
@@ -436,6 +438,10 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 		logger.V(5).Info("UID doesn't match, item not found, generating a virtual delete event", "item", item.identity)
 		gc.dependencyGraphBuilder.enqueueVirtualDeleteEvent(item.identity)
 		return errEnqueuedVirtualDeleteEvent
+	}
+	if fromCache && gc.recentDeletes.deletedAt(latest.UID, latest.ResourceVersion) {
+		logger.V(5).Info("item already deleted at the cached resourceVersion, waiting for the informer to report it", "item", item.identity, "resourceVersion", latest.ResourceVersion)
+		return nil
 	}
 
 	if item.isDeletingDependents() {
@@ -517,8 +523,21 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 	}
 }
 
+// deleteItem deletes item at latest's resourceVersion and remembers that,
+// so the lagging cache copy does not make us delete it again.
 func (gc *GarbageCollector) deleteItem(ctx context.Context, item *node, latest *metav1.PartialObjectMetadata, policy metav1.DeletionPropagation) error {
+	// Remembered before the call: the graph may process the resulting event
+	// before the call returns, and must find the entry to forget. An object
+	// already being deleted is not remembered, as deleting it again may
+	// change nothing, and then no event would come to move the cache on.
+	remember := latest.ResourceVersion != "" && latest.DeletionTimestamp == nil
+	if remember {
+		gc.recentDeletes.remember(item.identity.UID, latest.ResourceVersion)
+	}
 	err := gc.deleteObject(ctx, item.identity, latest.ResourceVersion, latest.OwnerReferences, &policy)
+	if err != nil && remember {
+		gc.recentDeletes.forget(item.identity.UID)
+	}
 	if apierrors.IsNotFound(err) {
 		gc.dependencyGraphBuilder.enqueueVirtualDeleteEvent(item.identity)
 		return errEnqueuedVirtualDeleteEvent

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -587,5 +588,156 @@ func TestStaleCachedItemIsNotDeleted(t *testing.T) {
 	}
 	if len(g.deleteActions()) != 0 || len(g.patchActions()) != 1 {
 		t.Errorf("actions = %v, want one patch dropping the dangling reference", g.actions())
+	}
+}
+
+// deleteTwice deletes dep (absent owner) from the cache, lets the cache
+// show cachedAfter (nil: unchanged) and attempts the item again.
+func deleteTwice(t *testing.T, g *testGC, dep, cachedAfter *metav1.PartialObjectMetadata) error {
+	t.Helper()
+	g.cache(configMapGVR, dep)
+	g.observe(addEvent, dep, nil)
+	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.deleteActions()); n != 1 {
+		t.Fatalf("actions = %v, want one delete", g.actions())
+	}
+	if cachedAfter != nil {
+		g.cache(configMapGVR, cachedAfter)
+	}
+	return g.attemptToDeleteItem(g.ctx, g.node("dep-uid"))
+}
+
+// An item queued again before the informer reports its deletion still
+// looks undeleted in the cache; deleting it again would only 404.
+func TestItemDeletedAtCachedVersionIsNotDeletedAgain(t *testing.T) {
+	dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+	g := newTestGC(t, dep)
+	err := deleteTwice(t, g, dep, nil)
+	if n := len(g.deleteActions()); n != 1 {
+		t.Errorf("actions = %v, want no second delete", g.actions())
+	}
+	if err != nil {
+		t.Errorf("second attempt: %v", err)
+	}
+}
+
+func TestItemIsDeletedAgainWhenNotKnownDeletedAtItsVersion(t *testing.T) {
+	// acknowledgeDeletes keeps the object, as for one with finalizers, so
+	// a repeated delete reaches a live object.
+	acknowledgeDeletes := func(g *testGC) {
+		g.client.PrependReactor("delete", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, nil
+		})
+	}
+	t.Run("cache moved to another resourceVersion", func(t *testing.T) {
+		dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+		g := newTestGC(t, dep)
+		acknowledgeDeletes(g)
+		updated := dep.DeepCopy()
+		updated.ResourceVersion = "2"
+		if err := deleteTwice(t, g, dep, updated); err != nil {
+			t.Fatal(err)
+		}
+		dels := g.deleteActions()
+		if len(dels) != 2 || *dels[1].DeleteOptions.Preconditions.ResourceVersion != "2" {
+			t.Errorf("actions = %v, want a second delete at resourceVersion 2", g.actions())
+		}
+	})
+	t.Run("live read", func(t *testing.T) {
+		dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+		g := newTestGC(t, dep)
+		acknowledgeDeletes(g)
+		g.observe(addEvent, dep, nil)
+		for range 2 {
+			if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(g.deleteActions()); n != 2 {
+			t.Errorf("actions = %v, want a live read never skipped", g.actions())
+		}
+	})
+	t.Run("already being deleted", func(t *testing.T) {
+		// Deleting it again may change nothing, so no event would follow.
+		dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+		terminating := dep.DeepCopy()
+		terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		terminating.Finalizers = []string{"example.com/keep"}
+		g := newTestGC(t, terminating)
+		acknowledgeDeletes(g)
+		g.cache(configMapGVR, terminating)
+		g.observe(addEvent, dep, nil) // the graph has not seen the deletion yet
+		for range 2 {
+			if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(g.deleteActions()); n != 2 {
+			t.Errorf("actions = %v, want a second delete", g.actions())
+		}
+	})
+}
+
+func TestSeenDeletionForgetsRecentDelete(t *testing.T) {
+	deletedAtTerminating := func(o *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+		o = o.DeepCopy()
+		o.ResourceVersion = "2"
+		o.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		o.Finalizers = []string{metav1.FinalizerDeleteDependents}
+		return o
+	}
+	for name, see := range map[string]func(g *testGC, dep *metav1.PartialObjectMetadata){
+		"delete event": func(g *testGC, dep *metav1.PartialObjectMetadata) {
+			g.observe(deleteEvent, dep, nil)
+		},
+		"virtual delete event": func(g *testGC, dep *metav1.PartialObjectMetadata) {
+			g.dependencyGraphBuilder.enqueueVirtualDeleteEvent(g.node("dep-uid").identity)
+			g.drainGraph()
+		},
+		"update showing the deletion": func(g *testGC, dep *metav1.PartialObjectMetadata) {
+			g.observe(updateEvent, deletedAtTerminating(dep), dep)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+			g := newTestGC(t, dep)
+			g.cache(configMapGVR, dep)
+			g.observe(addEvent, dep, nil)
+			if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := g.recentDeletes.versionByUID["dep-uid"]; !ok {
+				t.Fatal("successful delete not remembered")
+			}
+			see(g, dep)
+			if n := len(g.recentDeletes.versionByUID); n != 0 {
+				t.Errorf("%d recent deletes left after the deletion was seen", n)
+			}
+		})
+	}
+}
+
+func TestFailedDeleteIsNotRemembered(t *testing.T) {
+	dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
+	g := newTestGC(t) // dep is absent live: the delete gets a 404
+	g.cache(configMapGVR, dep)
+	g.observe(addEvent, dep, nil)
+	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); !errors.Is(err, errEnqueuedVirtualDeleteEvent) {
+		t.Fatalf("err = %v, want a virtual delete", err)
+	}
+	if n := len(g.recentDeletes.versionByUID); n != 0 {
+		t.Errorf("%d recent deletes remembered after a failed delete", n)
+	}
+}
+
+func TestRecentDeletesAreBounded(t *testing.T) {
+	r := newRecentDeletes()
+	for i := range maxRecentDeletes + 1 {
+		r.remember(types.UID(strconv.Itoa(i)), "1")
+	}
+	if n := len(r.versionByUID); n > maxRecentDeletes {
+		t.Errorf("%d entries, want at most %d", n, maxRecentDeletes)
 	}
 }

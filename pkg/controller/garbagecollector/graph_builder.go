@@ -102,6 +102,7 @@ type GraphBuilder struct {
 	attemptToDelete  workqueue.TypedRateLimitingInterface[*node]
 	attemptToOrphan  workqueue.TypedRateLimitingInterface[*node]
 	absentOwnerCache *referenceCache
+	recentDeletes    *recentDeletes
 
 	// terminatingNamespaces are the namespaces being deleted, as the graph
 	// has seen them; only applyEvent reads and writes it.
@@ -139,6 +140,7 @@ func NewDependencyGraphBuilder(
 		attemptToDelete:  controller.NewNamedTypedQueue[*node](attemptToDeleteQueueName),
 		attemptToOrphan:  controller.NewNamedTypedQueue[*node](attemptToOrphanQueueName),
 		absentOwnerCache: newReferenceCache(500),
+		recentDeletes:    newRecentDeletes(),
 
 		terminatingNamespaces: map[string]struct{}{},
 	}
@@ -564,6 +566,13 @@ func (gb *GraphBuilder) applyEvent(logger klog.Logger, ev *event) {
 
 	if !ev.virtual && ev.gvk.Group == "" && ev.gvk.Kind == "Namespace" {
 		gb.trackNamespace(ev.eventType, obj)
+	}
+
+	if ev.eventType == deleteEvent || beingDeleted(obj) {
+		// The deletion is seen (the collector only remembers deletes of
+		// objects not yet being deleted), so the cache has moved past the
+		// version deleted at.
+		gb.recentDeletes.forget(obj.GetUID())
 	}
 
 	existing, found := gb.uidToNode.Read(obj.GetUID())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/lru"
@@ -37,6 +38,53 @@ func (c *referenceCache) Add(r objectReference) { c.cache.Add(r, nil) }
 func (c *referenceCache) Has(r objectReference) bool {
 	_, ok := c.cache.Get(r)
 	return ok
+}
+
+// recentDeletes remembers, by UID, the resourceVersion at which the
+// collector deleted an object, until the graph sees that deletion. The
+// monitor cache lags the API server: an item queued again meanwhile still
+// looks undeleted there, and deleting it again would only 404 (terminal
+// pods go at once).
+type recentDeletes struct {
+	mu           sync.Mutex
+	versionByUID map[types.UID]string
+}
+
+// maxRecentDeletes bounds what lost forgets (e.g. a removed monitor's
+// delete events) can leave behind; dropping entries costs at most a
+// redundant delete.
+const maxRecentDeletes = 4096
+
+func newRecentDeletes() *recentDeletes {
+	return &recentDeletes{versionByUID: map[types.UID]string{}}
+}
+
+func (r *recentDeletes) remember(uid types.UID, resourceVersion string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.versionByUID) >= maxRecentDeletes {
+		clear(r.versionByUID)
+	}
+	r.versionByUID[uid] = resourceVersion
+}
+
+// deletedAt reports whether uid was deleted at resourceVersion. An entry
+// for another version is stale (the cache moved on) and is forgotten.
+func (r *recentDeletes) deletedAt(uid types.UID, resourceVersion string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	remembered, ok := r.versionByUID[uid]
+	if ok && remembered != resourceVersion {
+		delete(r.versionByUID, uid)
+		return false
+	}
+	return ok
+}
+
+func (r *recentDeletes) forget(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.versionByUID, uid)
 }
 
 // restMappingError marks an owner/dependent kind the RESTMapper cannot map

@@ -169,16 +169,18 @@ func (gc *GarbageCollector) getMetadata(ctx context.Context, ref objectReference
 // is pinned to its resourceVersion (deleteObject, removeFinalizer) or
 // idempotent (the owner-reference patches), so a stale copy costs a
 // conflict and a retry, never a wrong write. Upstream reads every item
-// live; the cache saves that read for each object collected.
-func (gc *GarbageCollector) latestObject(ctx context.Context, item objectReference) (*metav1.PartialObjectMetadata, error) {
+// live; the cache saves that read for each object collected. fromCache
+// tells which source answered.
+func (gc *GarbageCollector) latestObject(ctx context.Context, item objectReference) (latest *metav1.PartialObjectMetadata, fromCache bool, err error) {
 	cached, err := gc.cachedObject(item)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if cached != nil {
-		return cached, nil
+		return cached, true, nil
 	}
-	return gc.getObject(ctx, item)
+	latest, err = gc.getObject(ctx, item)
+	return latest, false, err
 }
 
 // cachedObject returns a copy of ref's metadata from its monitor's cache,
