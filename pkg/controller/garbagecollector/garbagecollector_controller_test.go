@@ -545,11 +545,7 @@ func TestSyncErrorMetric(t *testing.T) {
 func TestCachedItemIsDeletedWithoutALiveRead(t *testing.T) {
 	dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
 	g := newTestGC(t, dep)
-	g.cache(configMapGVR, dep)
-	g.observe(addEvent, dep, nil)
-	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
-		t.Fatal(err)
-	}
+	attemptCached(t, g, dep)
 	if got, want := g.actions(), []string{"get configmaps owner", "delete configmaps dep"}; !slices.Equal(got, want) {
 		t.Fatalf("actions = %v, want %v", got, want)
 	}
@@ -591,22 +587,29 @@ func TestStaleCachedItemIsNotDeleted(t *testing.T) {
 	}
 }
 
+// attemptCached puts dep in the monitor cache and the graph and attempts
+// to delete it once.
+func attemptCached(t *testing.T, g *testGC, dep *metav1.PartialObjectMetadata) {
+	t.Helper()
+	g.cache(configMapGVR, dep)
+	g.observe(addEvent, dep, nil)
+	if err := g.attemptToDeleteItem(g.ctx, g.node(dep.UID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // deleteTwice deletes dep (absent owner) from the cache, lets the cache
 // show cachedAfter (nil: unchanged) and attempts the item again.
 func deleteTwice(t *testing.T, g *testGC, dep, cachedAfter *metav1.PartialObjectMetadata) error {
 	t.Helper()
-	g.cache(configMapGVR, dep)
-	g.observe(addEvent, dep, nil)
-	if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
-		t.Fatal(err)
-	}
+	attemptCached(t, g, dep)
 	if n := len(g.deleteActions()); n != 1 {
 		t.Fatalf("actions = %v, want one delete", g.actions())
 	}
 	if cachedAfter != nil {
 		g.cache(configMapGVR, cachedAfter)
 	}
-	return g.attemptToDeleteItem(g.ctx, g.node("dep-uid"))
+	return g.attemptToDeleteItem(g.ctx, g.node(dep.UID))
 }
 
 // An item queued again before the informer reports its deletion still
@@ -703,11 +706,7 @@ func TestSeenDeletionForgetsRecentDelete(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dep := cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid"))
 			g := newTestGC(t, dep)
-			g.cache(configMapGVR, dep)
-			g.observe(addEvent, dep, nil)
-			if err := g.attemptToDeleteItem(g.ctx, g.node("dep-uid")); err != nil {
-				t.Fatal(err)
-			}
+			attemptCached(t, g, dep)
 			if _, ok := g.recentDeletes.versionByUID["dep-uid"]; !ok {
 				t.Fatal("successful delete not remembered")
 			}
