@@ -67,20 +67,24 @@ func TestDeploymentRollingUpdateBoundsEveryStep(t *testing.T) {
 	var bad violations
 	var mu sync.Mutex
 	maxPods, minReady, events := 0, 1<<30, 0
-	// specByUID: the ReplicaSets' spec.replicas as their watch shows them.
-	var specMu sync.Mutex
-	specByUID := map[types.UID]int32{}
+	// rss: the ReplicaSets as their watch shows them, read by the pod watch.
+	var rsMu sync.Mutex
+	rss := map[string]*appsv1.ReplicaSet{}
 	ownerBehindSpec := func(pods map[string]*v1.Pod) bool {
-		active := map[types.UID]int32{}
+		type owner struct {
+			name string
+			uid  types.UID
+		}
+		active := map[owner]int32{}
 		for _, p := range pods {
 			if ref := metav1.GetControllerOf(p); ref != nil && podActive(p) {
-				active[ref.UID]++
+				active[owner{ref.Name, ref.UID}]++
 			}
 		}
-		specMu.Lock()
-		defer specMu.Unlock()
-		for uid, n := range active {
-			if spec, ok := specByUID[uid]; !ok || n > spec {
+		rsMu.Lock()
+		defer rsMu.Unlock()
+		for o, n := range active {
+			if rs, ok := rss[o.name]; !ok || rs.UID != o.uid || n > *rs.Spec.Replicas {
 				return true
 			}
 		}
@@ -122,16 +126,10 @@ func TestDeploymentRollingUpdateBoundsEveryStep(t *testing.T) {
 		maxPods, minReady, events = max(maxPods, active), min(minReady, ready), events+1
 		mu.Unlock()
 	})
-	rss := map[string]*appsv1.ReplicaSet{}
 	watchAll(t, wctx, rsListWatch(c, ns), func(et watch.EventType, o runtime.Object, _ bool) {
 		rs := o.(*appsv1.ReplicaSet)
-		specMu.Lock()
-		if et == watch.Deleted {
-			delete(specByUID, rs.UID)
-		} else {
-			specByUID[rs.UID] = *rs.Spec.Replicas
-		}
-		specMu.Unlock()
+		rsMu.Lock()
+		defer rsMu.Unlock()
 		if et == watch.Deleted {
 			delete(rss, rs.Name)
 		} else {
