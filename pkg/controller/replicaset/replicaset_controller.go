@@ -47,6 +47,10 @@ const (
 	// rollout waits on it): long enough to write the pods of one creation
 	// batch that become available together once, short beside a step.
 	RolloutStepStatusInterval = 500 * time.Millisecond
+	// TerminatingStatusInterval is the hold, during a rollout, of a status
+	// whose only change is the terminating count: long beside a step, so
+	// the pods one step deleted go out with the next step's write.
+	TerminatingStatusInterval = 10 * time.Second
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}
@@ -119,11 +123,11 @@ type BaseController struct {
 	clock clock.PassiveClock
 
 	// lastStatusWrite is when each owner's (by key) status was last
-	// written, for Options.StatusMinInterval; scaleUpHeldSince is when a
+	// written, for Options.StatusMinInterval; stepHeldSince is when a
 	// rollout step's scale-up status was first held back (statusHold).
-	statusMu         sync.Mutex
-	lastStatusWrite  map[string]time.Time
-	scaleUpHeldSince map[string]time.Time
+	statusMu        sync.Mutex
+	lastStatusWrite map[string]time.Time
+	stepHeldSince   map[string]time.Time
 
 	// syncHandler is sync; tests replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -150,7 +154,7 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 		queue:            controller.NewNamedQueue(opts.QueueName),
 		clock:            clock.RealClock{},
 		lastStatusWrite:  map[string]time.Time{},
-		scaleUpHeldSince: map[string]time.Time{},
+		stepHeldSince:    map[string]time.Time{},
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
 	if opts.Resource != (schema.GroupResource{}) {

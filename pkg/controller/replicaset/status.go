@@ -119,25 +119,40 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 //   - the owner has observed its generation, only counts changed, and the
 //     last write of this owner's status was less than StatusMinInterval ago
 //     (RolloutStepStatusInterval for availability a rollout steps on), or
-//   - a rollout step has just scaled the owner up (see scaleUpHold).
+//   - a rollout step has just scaled the owner (see stepHold).
+//
+// One exception to "settled": during a rollout, pods a step deleted going
+// away from an owner the rollout will step down again (replicas left) is
+// held TerminatingStatusInterval even when it settles the owner. Nothing
+// steps on that count (the Deployment sums it into its own, coalesced,
+// status), and the owner's next step writes it anyway.
 func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	interval := c.opts.StatusMinInterval
 	if interval <= 0 || owner.Object.GetDeletionTimestamp() != nil ||
-		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) || settled(owner.Replicas, newStatus) ||
-		(fullyAvailable(owner.Replicas, newStatus) && !fullyAvailable(owner.Replicas, owner.Status)) {
+		!reflect.DeepEqual(owner.Status.Conditions, newStatus.Conditions) {
 		return 0
 	}
-	if owner.Object.GetGeneration() != owner.Status.ObservedGeneration {
-		return c.scaleUpHold(key, owner, newStatus, now)
+	generationSeen := owner.Object.GetGeneration() == owner.Status.ObservedGeneration
+	stepPodsGone := generationSeen && owner.Replicas > 0 && onlyTerminatingChanged(owner.Status, newStatus) &&
+		c.rolloutInProgress(owner)
+	if !stepPodsGone && (settled(owner.Replicas, newStatus) ||
+		(fullyAvailable(owner.Replicas, newStatus) && !fullyAvailable(owner.Replicas, owner.Status))) {
+		return 0
+	}
+	if !generationSeen {
+		return c.stepHold(key, owner, newStatus, now)
 	}
 	if statusCountsEqual(owner.Status, newStatus) {
 		return 0
 	}
-	// availableReplicas is what a Deployment's rollout steps wait on: while
-	// a sibling still has replicas, a change in it waits only long enough
-	// to take in the pods that become available together (they are created
-	// in batches), or every step would wait the full interval.
-	if owner.Status.AvailableReplicas != newStatus.AvailableReplicas && c.rolloutInProgress(owner) {
+	switch {
+	case stepPodsGone:
+		interval = max(interval, TerminatingStatusInterval)
+	case owner.Status.AvailableReplicas != newStatus.AvailableReplicas && c.rolloutInProgress(owner):
+		// availableReplicas is what a Deployment's rollout steps wait on: a
+		// change in it waits only long enough to take in the pods that
+		// become available together (they are created in batches), or
+		// every step would wait the full interval.
 		interval = min(interval, RolloutStepStatusInterval)
 	}
 	c.statusMu.Lock()
@@ -152,25 +167,33 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 	return 0
 }
 
-// scaleUpHold: a rollout step raised spec.replicas above the pod count the
-// status shows, and nothing a reader steps on has changed yet: readiness
-// and availability are as written. The Deployment waits on the new pods'
-// availability, not on the observed generation or the pod count, so those
-// wait (at most StatusMinInterval from the first hold) for the pods to
-// become available, and the step costs one status write instead of three
-// (generation observed, pods created, pods available).
-func (c *BaseController) scaleUpHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
-	if owner.Replicas <= owner.Status.Replicas ||
+// stepHold: a rollout step changed spec.replicas and nothing a reader
+// steps on has changed yet: readiness and availability are as written.
+//   - Scaled up above the pod count the status shows: the Deployment waits
+//     on the new pods' availability, not on the observed generation or the
+//     pod count, so those wait for the pods to become available, and the
+//     step costs one status write instead of three (generation observed,
+//     pods created, pods available).
+//   - Scaled down below the pods the cache still shows: the sync that
+//     deleted them would write the new generation with the old counts, and
+//     the deletions showing up would be a second write; the first waits
+//     for the second.
+//
+// Either hold lasts at most StatusMinInterval from its first sync.
+func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
+	scaledUp := owner.Replicas > owner.Status.Replicas
+	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
+	if !(scaledUp || scaledDown) ||
 		owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas ||
 		!c.rolloutInProgress(owner) {
 		return 0
 	}
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
-	since, ok := c.scaleUpHeldSince[key]
+	since, ok := c.stepHeldSince[key]
 	if !ok {
 		since = now
-		c.scaleUpHeldSince[key] = now
+		c.stepHeldSince[key] = now
 	}
 	if elapsed := now.Sub(since); elapsed >= 0 && elapsed < c.opts.StatusMinInterval {
 		return c.opts.StatusMinInterval - elapsed
@@ -210,20 +233,20 @@ func (c *BaseController) noteStatusWrite(key string, now time.Time) {
 	}
 	c.statusMu.Lock()
 	c.lastStatusWrite[key] = now
-	delete(c.scaleUpHeldSince, key)
+	delete(c.stepHeldSince, key)
 	c.statusMu.Unlock()
 }
 
-func (c *BaseController) endScaleUpHold(key string) {
+func (c *BaseController) endStepHold(key string) {
 	c.statusMu.Lock()
-	delete(c.scaleUpHeldSince, key)
+	delete(c.stepHeldSince, key)
 	c.statusMu.Unlock()
 }
 
 func (c *BaseController) forgetStatusWrite(key string) {
 	c.statusMu.Lock()
 	delete(c.lastStatusWrite, key)
-	delete(c.scaleUpHeldSince, key)
+	delete(c.stepHeldSince, key)
 	c.statusMu.Unlock()
 }
 
@@ -242,6 +265,12 @@ func int32PtrString(p *int32) string {
 }
 
 // statusCountsEqual compares everything but observedGeneration.
+// onlyTerminatingChanged: b differs from a in terminatingReplicas alone.
+func onlyTerminatingChanged(a, b Status) bool {
+	b.TerminatingReplicas = a.TerminatingReplicas
+	return statusCountsEqual(a, b)
+}
+
 func statusCountsEqual(a, b Status) bool {
 	return a.Replicas == b.Replicas &&
 		a.FullyLabeledReplicas == b.FullyLabeledReplicas &&

@@ -1,6 +1,7 @@
 package replicaset
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -255,5 +256,156 @@ func TestFullyAvailableWithTerminatingPodWrittenAtOnce(t *testing.T) {
 	f.wantStatusWrites(2, "fully available at once")
 	if st := f.lastStatus().Status; st.AvailableReplicas != 3 || ptr.Deref(st.TerminatingReplicas, 0) != 1 {
 		t.Fatalf("status %+v, want 3 available, 1 terminating", st)
+	}
+}
+
+// newScaleDownStepFixture: ReplicaSet web-old of a Deployment, its status
+// written at 3 available replicas, scaled down to 1 (generation 2) by a
+// rollout step while the newer ReplicaSet web has replicas; on a fake
+// clock, with requeues recorded.
+func newScaleDownStepFixture(t *testing.T) (*fixture, *apps.ReplicaSet, *clocktesting.FakePassiveClock, *recordingQueue) {
+	old := newRS("web-old", 1)
+	old.Generation = 2
+	old.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
+	old.Status = apps.ReplicaSetStatus{Replicas: 3, FullyLabeledReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3,
+		TerminatingReplicas: ptr.To(int32(0)), ObservedGeneration: 1}
+	cur := newRS("web", 3)
+	cur.OwnerReferences = old.OwnerReferences
+	f := newFixture(t, BurstReplicas, old, cur,
+		newPod("p1", old, readySince(time.Hour)), newPod("p2", old, readySince(2*time.Hour)), newPod("p3", old, readySince(3*time.Hour)))
+	clk := f.onFakeClock()
+	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
+	f.rsc.queue = rec
+	return f, old, clk, rec
+}
+
+// A rollout step scales the old ReplicaSet down: the sync that deletes the
+// pods does not write the new generation with the old counts; it goes out
+// with the deletions, in one write.
+func TestRolloutScaleDownWritesOnceWithDeletions(t *testing.T) {
+	f, old, clk, rec := newScaleDownStepFixture(t)
+	f.mustSync("ns/web-old")
+	if len(f.pc.DeletePodName) != 2 {
+		t.Fatalf("deleted %v, want 2 pods", f.pc.DeletePodName)
+	}
+	f.wantStatusWrites(0, "held until the deletions show")
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
+
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	for _, name := range f.pc.DeletePodName {
+		f.addToCache(newPod(name, old, readySince(time.Hour), terminating))
+	}
+	f.mustSync("ns/web-old")
+	f.wantStatusWrites(1, "")
+	st := f.lastStatus().Status
+	if st.ObservedGeneration != 2 || st.Replicas != 1 || st.AvailableReplicas != 1 || ptr.Deref(st.TerminatingReplicas, 0) != 2 {
+		t.Fatalf("status %+v, want generation 2 observed, 1 replica available, 2 terminating", st)
+	}
+}
+
+// The scale-down hold is bounded: deletions that take longer than
+// StatusMinInterval to show don't keep the observed generation back.
+func TestRolloutScaleDownHoldIsBounded(t *testing.T) {
+	f, _, clk, _ := newScaleDownStepFixture(t)
+	f.mustSync("ns/web-old")
+	f.wantStatusWrites(0, "held")
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	f.mustSync("ns/web-old")
+	f.wantStatusWrites(1, "hold over")
+	if st := f.lastStatus().Status; st.ObservedGeneration != 2 || st.Replicas != 3 {
+		t.Fatalf("status %+v, want generation 2 observed with the 3 pods still seen", st)
+	}
+}
+
+// During a rollout, pods a step deleted going away is held for
+// TerminatingStatusInterval (nothing steps on it), even the last of them,
+// which settles the owner at its step's count: the rollout steps it down
+// again. Outside a rollout the same change waits only StatusMinInterval.
+func TestTerminatingOnlyChangeHeldDuringRollout(t *testing.T) {
+	for _, rollout := range []bool{true, false} {
+		f, old, clk, rec := newScaleDownStepFixture(t)
+		if !rollout {
+			cur, err := f.factory.Apps().V1().ReplicaSets().Lister().ReplicaSets("ns").Get("web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur = cur.DeepCopy()
+			cur.Spec.Replicas = ptr.To(int32(0))
+			f.addToCache(cur)
+		}
+		f.mustSync("ns/web-old")
+		deleted := append([]string(nil), f.pc.DeletePodName...)
+		for _, name := range deleted {
+			f.addToCache(newPod(name, old, readySince(time.Hour), terminating))
+		}
+		clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+		f.mustSync("ns/web-old")
+		// Outside a rollout the step is not held: generation first, then
+		// the deletions.
+		written := map[bool]int{true: 1, false: 2}[rollout]
+		f.wantStatusWrites(written, "")
+		f.statusWritten("ns/web-old")
+		if st := f.lastStatus().Status; ptr.Deref(st.TerminatingReplicas, 0) != 2 {
+			t.Fatalf("status %+v, want 2 terminating", st)
+		}
+
+		clk.SetTime(clk.Now().Add(3 * time.Second))
+		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod(deleted[0], old)); err != nil {
+			t.Fatal(err)
+		}
+		rec.after = nil
+		f.mustSync("ns/web-old")
+		if !rollout {
+			f.wantStatusWrites(written+1, "outside a rollout, past StatusMinInterval")
+			continue
+		}
+		f.wantStatusWrites(written, "terminating count alone, held during a rollout")
+		if want := TerminatingStatusInterval - 3*time.Second; len(rec.after) != 1 || rec.after[0] != want {
+			t.Fatalf("requeued after %v, want [%v]", rec.after, want)
+		}
+		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod(deleted[1], old)); err != nil {
+			t.Fatal(err)
+		}
+		f.mustSync("ns/web-old")
+		f.wantStatusWrites(written, "settled at the step's count, still held")
+		clk.SetTime(clk.Now().Add(TerminatingStatusInterval - 3*time.Second))
+		f.mustSync("ns/web-old")
+		f.wantStatusWrites(written+1, "hold over")
+		if st := f.lastStatus().Status; st.Replicas != 1 || ptr.Deref(st.TerminatingReplicas, -1) != 0 {
+			t.Fatalf("status %+v, want 1 replica, none terminating", st)
+		}
+	}
+}
+
+// The last step's pods going away (the old ReplicaSet at 0 replicas) is the
+// final state of the rollout for that ReplicaSet: written at once.
+func TestLastStepPodsGoneWrittenAtOnce(t *testing.T) {
+	f, old, clk, _ := newScaleDownStepFixture(t)
+	old = old.DeepCopy()
+	old.Spec.Replicas = ptr.To(int32(0))
+	old.Status = apps.ReplicaSetStatus{TerminatingReplicas: ptr.To(int32(1)), ObservedGeneration: 2}
+	f.addToCache(old)
+	if _, err := f.client.AppsV1().ReplicaSets("ns").UpdateStatus(context.Background(), old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"p1", "p2", "p3"} {
+		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod(name, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.addToCache(newPod("p1", old, terminating))
+	f.rsc.noteStatusWrite("ns/web-old", clk.Now())
+	f.client.ClearActions()
+
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod("p1", old)); err != nil {
+		t.Fatal(err)
+	}
+	f.mustSync("ns/web-old")
+	f.wantStatusWrites(1, "settled at 0 replicas, at once")
+	if st := f.lastStatus().Status; st.Replicas != 0 || ptr.Deref(st.TerminatingReplicas, -1) != 0 {
+		t.Fatalf("status %+v, want no replicas, none terminating", st)
 	}
 }

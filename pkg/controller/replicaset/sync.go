@@ -109,7 +109,7 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		if updated != owner {
 			c.noteStatusWrite(key, now)
 		} else {
-			c.endScaleUpHold(key)
+			c.endStepHold(key)
 		}
 		c.consistency.WroteAt(nsName, owner.Object.GetUID(), c.opts.Resource, updated.Object.GetResourceVersion())
 	}
