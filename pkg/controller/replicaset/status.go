@@ -183,7 +183,7 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	scaledUp := owner.Replicas > owner.Status.Replicas
 	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
-	if !(scaledUp || scaledDown) ||
+	if (!scaledUp && !scaledDown) ||
 		owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas ||
 		!c.rolloutInProgress(owner) {
 		return 0
