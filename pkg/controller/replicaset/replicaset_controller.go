@@ -124,7 +124,7 @@ type BaseController struct {
 
 	// lastStatusWrite is when each owner's (by key) status was last
 	// written, for Options.StatusMinInterval; stepHeldSince is when a
-	// rollout step's scale-up status was first held back (statusHold).
+	// rollout step's status was first held back (stepHold).
 	statusMu        sync.Mutex
 	lastStatusWrite map[string]time.Time
 	stepHeldSince   map[string]time.Time
