@@ -352,9 +352,7 @@ func TestTerminatingOnlyChangeHeldDuringRollout(t *testing.T) {
 		}
 
 		clk.SetTime(clk.Now().Add(3 * time.Second))
-		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod(deleted[0], old)); err != nil {
-			t.Fatal(err)
-		}
+		f.removeFromCache(newPod(deleted[0], old))
 		rec.after = nil
 		f.mustSync("ns/web-old")
 		if !rollout {
@@ -365,9 +363,7 @@ func TestTerminatingOnlyChangeHeldDuringRollout(t *testing.T) {
 		if want := TerminatingStatusInterval - 3*time.Second; len(rec.after) != 1 || rec.after[0] != want {
 			t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 		}
-		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod(deleted[1], old)); err != nil {
-			t.Fatal(err)
-		}
+		f.removeFromCache(newPod(deleted[1], old))
 		f.mustSync("ns/web-old")
 		f.wantStatusWrites(written, "settled at the step's count, still held")
 		clk.SetTime(clk.Now().Add(TerminatingStatusInterval - 3*time.Second))
@@ -391,21 +387,26 @@ func TestLastStepPodsGoneWrittenAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"p1", "p2", "p3"} {
-		if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod(name, old)); err != nil {
-			t.Fatal(err)
-		}
+		f.removeFromCache(newPod(name, old))
 	}
 	f.addToCache(newPod("p1", old, terminating))
 	f.rsc.noteStatusWrite("ns/web-old", clk.Now())
 	f.client.ClearActions()
 
 	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
-	if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(newPod("p1", old)); err != nil {
-		t.Fatal(err)
-	}
+	f.removeFromCache(newPod("p1", old))
 	f.mustSync("ns/web-old")
 	f.wantStatusWrites(1, "settled at 0 replicas, at once")
 	if st := f.lastStatus().Status; st.Replicas != 0 || ptr.Deref(st.TerminatingReplicas, -1) != 0 {
 		t.Fatalf("status %+v, want no replicas, none terminating", st)
+	}
+}
+
+// removeFromCache takes a pod out of the pod informer's cache, as its
+// deletion's watch event would.
+func (f *fixture) removeFromCache(p *v1.Pod) {
+	f.t.Helper()
+	if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(p); err != nil {
+		f.t.Fatal(err)
 	}
 }
