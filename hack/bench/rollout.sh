@@ -34,6 +34,8 @@
 #   BENCH_ONLY            ours or upstream: run one binary only (for quick
 #                         iterations; no ratios, not for the README)
 #   BENCH_KEEP_AUDIT (0)  1 keeps each run's audit log (for hack/bench/timeline.py)
+#   BENCH_AUDIT_STEPS (0) 1 logs ReplicaSet spec updates with their bodies
+#                         (with BENCH_KEEP_AUDIT=1, for hack/bench/steps.py)
 # 110 pods fit on a kwok node; nodes = ceil(P/100)+1.
 set -euo pipefail
 
@@ -70,11 +72,18 @@ UPSTREAM="${BIN}/kube-controller-manager-upstream"
 mkdir -p "${OUT}"
 
 POLICY="${OUT}/audit-policy.yaml"
-cat > "${POLICY}" <<'YAML'
+# BENCH_AUDIT_STEPS=1: ReplicaSet creates and spec updates are logged with their
+# request body, so hack/bench/steps.py can show each rollout's steps.
+STEPS_RULE=""
+[[ "${BENCH_AUDIT_STEPS:-0}" != 1 ]] || STEPS_RULE='- level: Request
+  verbs: ["create", "update"]
+  resources: [{group: apps, resources: [replicasets]}]'
+cat > "${POLICY}" <<YAML
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["ResponseStarted"]
 rules:
+${STEPS_RULE}
 - level: Metadata
 YAML
 
