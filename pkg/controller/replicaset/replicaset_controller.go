@@ -44,8 +44,10 @@ const (
 	DefaultStatusMinInterval = 2 * time.Second
 	// RolloutStepStatusInterval bounds the hold of an availableReplicas
 	// change while an older sibling still has replicas (a Deployment's
-	// rollout waits on it): long enough to write the pods of one creation
-	// batch that become available together once, short beside a step.
+	// rollout waits on it): counted from the first sync that sees the
+	// change, long enough to write the pods of one creation batch that
+	// become available close together once (one rollout step, not one per
+	// pod), short beside a step.
 	RolloutStepStatusInterval = 500 * time.Millisecond
 	// TerminatingStatusInterval is the hold, during a rollout, of a status
 	// whose only change is the terminating count: long beside a step, so
@@ -124,10 +126,13 @@ type BaseController struct {
 
 	// lastStatusWrite is when each owner's (by key) status was last
 	// written, for Options.StatusMinInterval; stepHeldSince is when a
-	// rollout step's status was first held back (stepHold).
+	// rollout step's status was first held back (stepHold);
+	// batchHeldSince is when an availability change a rollout steps on was
+	// first held back (batchHold).
 	statusMu        sync.Mutex
 	lastStatusWrite map[string]time.Time
 	stepHeldSince   map[string]time.Time
+	batchHeldSince  map[string]time.Time
 
 	// syncHandler is sync; tests replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -155,6 +160,7 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 		clock:            clock.RealClock{},
 		lastStatusWrite:  map[string]time.Time{},
 		stepHeldSince:    map[string]time.Time{},
+		batchHeldSince:   map[string]time.Time{},
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
 	if opts.Resource != (schema.GroupResource{}) {

@@ -118,7 +118,8 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 // either
 //   - the owner has observed its generation, only counts changed, and the
 //     last write of this owner's status was less than StatusMinInterval ago
-//     (RolloutStepStatusInterval for availability a rollout steps on), or
+//     (for availability a rollout steps on: RolloutStepStatusInterval, both
+//     since the last write and since the change was first seen), or
 //   - a rollout step has just scaled the owner (see stepHold).
 //
 // One exception to "settled": during a rollout, pods a step deleted going
@@ -145,6 +146,7 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 	if statusCountsEqual(owner.Status, newStatus) {
 		return 0
 	}
+	var batch time.Duration
 	switch {
 	case stepPodsGone:
 		interval = max(interval, TerminatingStatusInterval)
@@ -154,17 +156,18 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 		// become available together (they are created in batches), or
 		// every step would wait the full interval.
 		interval = min(interval, RolloutStepStatusInterval)
+		batch = c.batchHold(key, now)
 	}
 	c.statusMu.Lock()
 	last, ok := c.lastStatusWrite[key]
 	c.statusMu.Unlock()
 	if !ok {
-		return 0
+		return batch
 	}
 	if elapsed := now.Sub(last); elapsed >= 0 && elapsed < interval {
-		return interval - elapsed
+		return max(batch, interval-elapsed)
 	}
-	return 0
+	return batch
 }
 
 // stepHold: a rollout step changed spec.replicas and nothing a reader
@@ -179,24 +182,44 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 //     the deletions showing up would be a second write; the first waits
 //     for the second.
 //
-// Either hold lasts at most StatusMinInterval from its first sync.
+// Either hold lasts at most StatusMinInterval from its first sync. Once
+// some of a scale-up's pods are available, the write waits only for the
+// rest of their batch (batchHold).
 func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	scaledUp := owner.Replicas > owner.Status.Replicas
 	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
-	if (!scaledUp && !scaledDown) ||
-		owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas ||
-		!c.rolloutInProgress(owner) {
+	if (!scaledUp && !scaledDown) || !c.rolloutInProgress(owner) {
 		return 0
 	}
+	if owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas {
+		if !scaledUp {
+			return 0
+		}
+		return c.batchHold(key, now)
+	}
+	return c.heldFor(c.stepHeldSince, key, now, c.opts.StatusMinInterval)
+}
+
+// batchHold: an availability change a rollout steps on waits
+// RolloutStepStatusInterval from the first sync that saw it, so that the
+// pods of one batch, becoming available a few moments apart, make one
+// write and one rollout step rather than one each.
+func (c *BaseController) batchHold(key string, now time.Time) time.Duration {
+	return c.heldFor(c.batchHeldSince, key, now, RolloutStepStatusInterval)
+}
+
+// heldFor: what is left of limit since the hold of key in since began
+// (now, on its first call).
+func (c *BaseController) heldFor(since map[string]time.Time, key string, now time.Time, limit time.Duration) time.Duration {
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
-	since, ok := c.stepHeldSince[key]
+	start, ok := since[key]
 	if !ok {
-		since = now
-		c.stepHeldSince[key] = now
+		start = now
+		since[key] = now
 	}
-	if elapsed := now.Sub(since); elapsed >= 0 && elapsed < c.opts.StatusMinInterval {
-		return c.opts.StatusMinInterval - elapsed
+	if elapsed := now.Sub(start); elapsed >= 0 && elapsed < limit {
+		return limit - elapsed
 	}
 	return 0
 }
@@ -234,12 +257,14 @@ func (c *BaseController) noteStatusWrite(key string, now time.Time) {
 	c.statusMu.Lock()
 	c.lastStatusWrite[key] = now
 	delete(c.stepHeldSince, key)
+	delete(c.batchHeldSince, key)
 	c.statusMu.Unlock()
 }
 
 func (c *BaseController) endStepHold(key string) {
 	c.statusMu.Lock()
 	delete(c.stepHeldSince, key)
+	delete(c.batchHeldSince, key)
 	c.statusMu.Unlock()
 }
 
@@ -247,6 +272,7 @@ func (c *BaseController) forgetStatusWrite(key string) {
 	c.statusMu.Lock()
 	delete(c.lastStatusWrite, key)
 	delete(c.stepHeldSince, key)
+	delete(c.batchHeldSince, key)
 	c.statusMu.Unlock()
 }
 

@@ -55,14 +55,15 @@ func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	f.mustSync("ns/web")
 	f.wantStatusWrites(2, "held back")
 	// An older sibling with replicas: a rollout steps on availability, so
-	// the change waits only RolloutStepStatusInterval, not the full interval.
+	// the change waits only RolloutStepStatusInterval (from this sync, the
+	// first to see it during the rollout), not the full interval.
 	old := newRS("web-old", 2)
 	old.OwnerReferences = rs.OwnerReferences
 	f.addToCache(old)
 	rec.after = nil
 	f.mustSync("ns/web")
 	f.wantStatusWrites(2, "held for the rollout step interval")
-	if want := RolloutStepStatusInterval - 10*time.Millisecond; len(rec.after) != 1 || rec.after[0] != want {
+	if want := RolloutStepStatusInterval; len(rec.after) != 1 || rec.after[0] != want {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 	}
 	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
@@ -203,14 +204,79 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 	}
 
-	// Two become available: one write with all of it.
+	// Two become available: held a moment longer for the rest of their
+	// batch.
 	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	rec.after = nil
+	f.mustSync("ns/web")
+	f.wantStatusWrites(0, "held for the rest of the batch")
+	if len(rec.after) != 1 || rec.after[0] != RolloutStepStatusInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, RolloutStepStatusInterval)
+	}
+
+	// The third is not available when that is over: one write with all of
+	// it.
+	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
 	f.mustSync("ns/web")
 	f.wantStatusWrites(1, "")
 	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 3 || st.AvailableReplicas != 2 {
 		t.Fatalf("status %+v, want generation 1 observed, 3 replicas, 2 available", st)
+	}
+}
+
+// The pods of a rollout step becoming available a moment apart make one
+// status write (and so one step of the Deployment), not one each.
+func TestRolloutScaleUpBatchWrittenOnce(t *testing.T) {
+	f, rs, clk := newRolloutStepFixture(t)
+	f.mustSync("ns/web")
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p2", rs, unscheduled))
+	f.addToCache(newPod("p3", rs, unscheduled))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(0, "first pod of the batch available: held for the rest")
+
+	// The rest 100ms later: every replica available, written at once.
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "")
+	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.AvailableReplicas != 3 {
+		t.Fatalf("status %+v, want generation 1 observed, 3 available", st)
+	}
+}
+
+// Long after the last write, an availability change a rollout steps on
+// still waits RolloutStepStatusInterval from the first sync that sees it:
+// pods becoming available within it go out together.
+func TestRolloutAvailabilityChangeWaitsForItsBatch(t *testing.T) {
+	f, rs, clk := newRolloutStepFixture(t)
+	for _, name := range []string{"p1", "p2", "p3"} {
+		f.addToCache(newPod(name, rs, unscheduled))
+	}
+	f.mustSync("ns/web")
+	f.wantStatusWrites(0, "step hold")
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "step hold over: generation and pods written")
+	f.statusWritten("ns/web")
+
+	clk.SetTime(clk.Now().Add(time.Minute))
+	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "one of three available: held for its batch")
+	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval / 2))
+	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "two of three available, within the batch interval: held")
+	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval / 2))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(2, "batch interval over")
+	if got := f.lastStatus().Status.AvailableReplicas; got != 2 {
+		t.Fatalf("status.availableReplicas %d, want 2", got)
 	}
 }
 
