@@ -118,8 +118,8 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 // either
 //   - the owner has observed its generation, only counts changed, and the
 //     last write of this owner's status was less than StatusMinInterval ago
-//     (for availability a rollout steps on: RolloutStepStatusInterval, both
-//     since the last write and since the change was first seen), or
+//     (for availability a rollout steps on: RolloutStepStatusInterval since
+//     the last write and, for a gain, since the sync that first saw it), or
 //   - a rollout step has just scaled the owner (see stepHold).
 //
 // One exception to "settled": during a rollout, pods a step deleted going
@@ -156,7 +156,11 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 		// become available together (they are created in batches), or
 		// every step would wait the full interval.
 		interval = min(interval, RolloutStepStatusInterval)
-		batch = c.batchHold(key, now)
+		if newStatus.AvailableReplicas > owner.Status.AvailableReplicas {
+			// A loss of availability is not held longer: the Deployment
+			// sums availability to bound what it may scale down.
+			batch = c.batchHold(key, now)
+		}
 	}
 	c.statusMu.Lock()
 	last, ok := c.lastStatusWrite[key]

@@ -476,3 +476,24 @@ func (f *fixture) removeFromCache(p *v1.Pod) {
 		f.t.Fatal(err)
 	}
 }
+
+// A loss of availability during a rollout is not held for a batch: long
+// after the last write it goes out at once (the Deployment bounds its
+// scale-down by the availability it sums).
+func TestRolloutAvailabilityLossNotBatched(t *testing.T) {
+	f, rs, clk := newRolloutStepFixture(t)
+	for _, name := range []string{"p1", "p2", "p3"} {
+		f.addToCache(newPod(name, rs, readySince(time.Hour)))
+	}
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "every replica available: at once")
+	f.statusWritten("ns/web")
+
+	clk.SetTime(clk.Now().Add(time.Minute))
+	f.addToCache(newPod("p1", rs))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(2, "one replica no longer available: at once")
+	if got := f.lastStatus().Status.AvailableReplicas; got != 2 {
+		t.Fatalf("status.availableReplicas %d, want 2", got)
+	}
+}
