@@ -18,9 +18,18 @@ echo "+++ go vet"
 go vet ./...
 (cd "${STAGING}" && go vet ./...)
 
+# As hack/install-test-binaries.sh: the build is also kept outside the
+# checkout, for another checkout on this machine (CI's fresh clone).
+KEPT="${KCM_TEST_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/kcmclone/test-bin}/golangci-lint-${VERSION}-$(go env GOVERSION)"
 if [[ ! -x "${LINT}" || "$(cat "${LINT}.version" 2>/dev/null)" != "${VERSION}" ]]; then
-  echo "+++ installing golangci-lint ${VERSION} (first time takes a few minutes)"
-  GOBIN="${ROOT}/_output/bin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${VERSION}"
+  mkdir -p "${ROOT}/_output/bin"
+  if [[ -x "${KEPT}" ]]; then
+    cp "${KEPT}" "${LINT}"
+  else
+    echo "+++ installing golangci-lint ${VERSION} (first time takes a few minutes)"
+    GOBIN="${ROOT}/_output/bin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${VERSION}"
+    { mkdir -p "$(dirname "${KEPT}")" && cp "${LINT}" "${KEPT}.tmp" && mv "${KEPT}.tmp" "${KEPT}"; } || true
+  fi
   echo "${VERSION}" > "${LINT}.version"
 fi
 echo "+++ golangci-lint"
