@@ -188,7 +188,7 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 //
 // Either hold lasts at most StatusMinInterval from its first sync. Once
 // some of a scale-up's pods are available, the write waits only for the
-// rest of their batch (batchHold).
+// rest of their batch (batchHold); a loss of availability ends it.
 func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	scaledUp := owner.Replicas > owner.Status.Replicas
 	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
@@ -196,7 +196,7 @@ func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, no
 		return 0
 	}
 	if owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas {
-		if !scaledUp {
+		if !scaledUp || newStatus.AvailableReplicas < owner.Status.AvailableReplicas {
 			return 0
 		}
 		return c.batchHold(key, now)

@@ -497,3 +497,22 @@ func TestRolloutAvailabilityLossNotBatched(t *testing.T) {
 		t.Fatalf("status.availableReplicas %d, want 2", got)
 	}
 }
+
+// A rollout step scales a ReplicaSet up while one of its available pods
+// stops being available: the loss ends the step hold and goes out at once.
+func TestRolloutScaleUpWithAvailabilityLossWrittenAtOnce(t *testing.T) {
+	rs := newRS("web", 5)
+	rs.Generation = 2
+	rs.Status = apps.ReplicaSetStatus{ObservedGeneration: 1, Replicas: 3, FullyLabeledReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3}
+	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
+	old := newRS("web-old", 2)
+	old.OwnerReferences = rs.OwnerReferences
+	f := newFixture(t, BurstReplicas, rs, old,
+		newPod("p1", rs, readySince(time.Hour)), newPod("p2", rs, readySince(time.Hour)), newPod("p3", rs))
+	f.onFakeClock()
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "availability lost during the step: at once")
+	if st := f.lastStatus().Status; st.ObservedGeneration != 2 || st.AvailableReplicas != 2 {
+		t.Fatalf("status %+v, want generation 2 observed, 2 available", st)
+	}
+}
