@@ -64,6 +64,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The tree the judged binary was built from (make builds it just before):
+# read now, since commits made during a long run are not in it.
+commit="$(git -C "${ROOT}" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "${ROOT}" diff --quiet HEAD 2>/dev/null || echo -dirty)"
 BIN="${ROOT}/_output/bin"
 OUT="${ROOT}/_output/conformance"
 ORACLE_FILE="${ROOT}/test/conformance/upstream-results.txt"
@@ -345,7 +348,6 @@ else
 fi
 judged_bin=${MAIN_BIN}
 machine="$(uname -m), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | xargs)), $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-commit="$(git -C "${ROOT}" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "${ROOT}" diff --quiet HEAD 2>/dev/null || echo -dirty)"
 CMP_ARGS+=(--meta "date=$(date -u +%Y-%m-%dT%H:%MZ)" --meta "commit=${commit}" --meta "machine=${machine}"
   --meta "binary=${judged_bin##*/} ($("${judged_bin}" --version 2>/dev/null | head -1)$([[ ${judged_bin} != "${UPSTREAM}" ]] || echo ', built from k8s.io/kubernetes v1.37.2'))"
   --meta "run=AREA=${AREA}, e2e.test $(cat "${DIR}/duration" 2>/dev/null || echo '?') s")
