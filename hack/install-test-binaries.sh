@@ -40,7 +40,7 @@ to_cache() {
 }
 
 # build NAME TOOLDIR PACKAGE: go build PACKAGE inside the tool module, cached by
-# a stamp holding the hash of that module's go.mod and go.sum.
+# a stamp holding the hash of that module's go.mod and go.sum and the Go version.
 build() {
   local name=$1 dir="${ROOT}/hack/tools/$2" pkg=$3
   local stamp="${BIN}/.${name}.stamp" want
