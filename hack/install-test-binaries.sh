@@ -86,7 +86,7 @@ build_e2e_test() {
   from_cache e2e.test "${want}" && return 0
   log "building e2e.test from ${dir} (first time takes 10-20 minutes; cached afterwards)"
   local start=${SECONDS}
-  (cd "${dir}" && CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "${BIN}/e2e.test.tmp" .)
+  (cd "${dir}" && CGO_ENABLED=0 go test -c -vet=off -trimpath -ldflags='-s -w' -o "${BIN}/e2e.test.tmp" .)
   mv "${BIN}/e2e.test.tmp" "${BIN}/e2e.test"
   echo "${want}" > "${stamp}"
   to_cache e2e.test "${want}"

@@ -72,12 +72,14 @@ UPSTREAM="${BIN}/kube-controller-manager-upstream"
 mkdir -p "${OUT}"
 
 POLICY="${OUT}/audit-policy.yaml"
-# BENCH_AUDIT_STEPS=1: ReplicaSet creates and spec updates are logged with their
-# request body, so hack/bench/steps.py can show each rollout's steps.
+# BENCH_AUDIT_STEPS=1: ReplicaSet creates and spec updates, and ReplicaSet and
+# Deployment status writes, are logged with their request body, so
+# hack/bench/steps.py can show each rollout's steps and hack/bench/statuses.py
+# what each status write changed.
 STEPS_RULE=""
 [[ "${BENCH_AUDIT_STEPS:-0}" != 1 ]] || STEPS_RULE='- level: Request
   verbs: ["create", "update"]
-  resources: [{group: apps, resources: [replicasets]}]'
+  resources: [{group: apps, resources: [replicasets, replicasets/status, deployments/status]}]'
 cat > "${POLICY}" <<YAML
 apiVersion: audit.k8s.io/v1
 kind: Policy

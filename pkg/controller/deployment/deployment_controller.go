@@ -109,6 +109,11 @@ const DefaultStatusMinInterval = 5 * time.Second
 // than this much behind in its Deployment's status.
 const MaxStatusInterval = time.Minute
 
+// TerminatingStatusInterval is the least hold of an intermediate status
+// whose only change is the terminating count: pods the rollout took out
+// going away in waves, which nothing steps on and people rarely follow.
+const TerminatingStatusInterval = 30 * time.Second
+
 type statusWrite struct {
 	at time.Time
 	// uid and replacedRV identify the object version our write superseded.

@@ -13,7 +13,9 @@ import (
 // nothing else is pending, the conditions keep their types, statuses and
 // reasons, and the rollout is neither complete nor becoming fully
 // available. An intermediate state waits until holdInterval has passed
-// since our last status write of d.
+// since our last status write of d, or TerminatingStatusInterval if only
+// the terminating count changed (the last terminating pod gone settles d
+// and is written at once).
 func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.DeploymentStatus, pending bool, now time.Time) (wait time.Duration, intermediate bool) {
 	if dc.statusMinInterval <= 0 || pending || d.DeletionTimestamp != nil ||
 		d.Generation != d.Status.ObservedGeneration || newStatus.ObservedGeneration != d.Status.ObservedGeneration ||
@@ -27,10 +29,23 @@ func (dc *Controller) statusHold(key string, d *apps.Deployment, newStatus apps.
 	if !ok || w.uid != d.UID {
 		return 0, true
 	}
-	if interval, elapsed := dc.holdInterval(d, w.intermediates), now.Sub(w.at); elapsed >= 0 && elapsed < interval {
+	interval := dc.holdInterval(d, w.intermediates)
+	if onlyTerminatingChanged(d.Status, newStatus) {
+		interval = max(interval, TerminatingStatusInterval)
+	}
+	if elapsed := now.Sub(w.at); elapsed >= 0 && elapsed < interval {
 		return interval - elapsed, true
 	}
 	return 0, true
+}
+
+// onlyTerminatingChanged: b's counts differ from a's in terminatingReplicas
+// alone (pods going away after the rollout's steps took them out).
+func onlyTerminatingChanged(a, b apps.DeploymentStatus) bool {
+	return !ptr.Equal(a.TerminatingReplicas, b.TerminatingReplicas) &&
+		a.Replicas == b.Replicas && a.UpdatedReplicas == b.UpdatedReplicas &&
+		a.ReadyReplicas == b.ReadyReplicas && a.AvailableReplicas == b.AvailableReplicas &&
+		a.UnavailableReplicas == b.UnavailableReplicas && ptr.Equal(a.CollisionCount, b.CollisionCount)
 }
 
 // holdInterval doubles statusMinInterval with each intermediate write made

@@ -281,3 +281,39 @@ func TestHoldIntervalCappedByProgressDeadline(t *testing.T) {
 		t.Errorf("deadline 10 s: %v, want the base %v", got, DefaultStatusMinInterval)
 	}
 }
+
+// Pods going away after the rollout is complete: a change of the
+// terminating count alone waits TerminatingStatusInterval, while another
+// count changing waits only the usual interval, and the last terminating
+// pod gone is written at once.
+func TestTerminatingOnlyChangeHeld(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
+	f.dc.queue = rec
+	f.mustSync(d)
+	d = f.withTerminating(10, 3)
+	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || ptr.Deref(u[0].Status.TerminatingReplicas, 0) != 3 {
+		t.Fatalf("complete rollout with 3 terminating: status writes %v", u)
+	}
+
+	f.clock.Step(DefaultStatusMinInterval)
+	d = f.withTerminating(10, 1)
+	rec.after = nil
+	if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
+		t.Fatalf("terminating count alone, past the usual interval: %s", describe(acts))
+	}
+	if want := TerminatingStatusInterval - DefaultStatusMinInterval; len(rec.after) != 1 || rec.after[0] != want {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
+	}
+	// Positive control: a pod no longer available as well is written.
+	d = f.withTerminating(9, 1)
+	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || u[0].Status.AvailableReplicas != 9 {
+		t.Fatalf("availability changed past the usual interval: status writes %v", u)
+	}
+	f.clock.Step(time.Second)
+	d = f.withTerminating(10, 0)
+	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || ptr.Deref(u[0].Status.TerminatingReplicas, -1) != 0 {
+		t.Fatalf("settled: status writes %v", u)
+	}
+}

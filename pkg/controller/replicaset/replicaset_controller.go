@@ -49,10 +49,13 @@ const (
 	// become available close together once (one rollout step, not one per
 	// pod), short beside a step.
 	RolloutStepStatusInterval = 500 * time.Millisecond
-	// TerminatingStatusInterval is the hold, during a rollout, of a status
-	// whose only change is the terminating count: long beside a step, so
-	// the pods one step deleted go out with the next step's write.
-	TerminatingStatusInterval = 10 * time.Second
+	// TerminatingStatusInterval is the hold of a status whose only change
+	// is the terminating count (nothing steps on it): during a rollout, long
+	// beside a step, so the pods one step deleted go out with the next
+	// step's write even on a busy cluster, where steps come tens of seconds
+	// apart. The last terminating pod of an owner that is not stepped down
+	// again is written at once.
+	TerminatingStatusInterval = 30 * time.Second
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}

@@ -119,7 +119,8 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 //   - the owner has observed its generation, only counts changed, and the
 //     last write of this owner's status was less than StatusMinInterval ago
 //     (for availability a rollout steps on: RolloutStepStatusInterval since
-//     the last write and, for a gain, since the sync that first saw it), or
+//     the last write and, for a gain, since the sync that first saw it; for
+//     the terminating count alone: TerminatingStatusInterval), or
 //   - a rollout step has just scaled the owner (see stepHold).
 //
 // One exception to "settled": during a rollout, pods a step deleted going
@@ -134,8 +135,8 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 		return 0
 	}
 	generationSeen := owner.Object.GetGeneration() == owner.Status.ObservedGeneration
-	stepPodsGone := generationSeen && owner.Replicas > 0 && onlyTerminatingChanged(owner.Status, newStatus) &&
-		c.rolloutInProgress(owner)
+	podsGoneOnly := generationSeen && onlyTerminatingChanged(owner.Status, newStatus)
+	stepPodsGone := podsGoneOnly && owner.Replicas > 0 && c.rolloutInProgress(owner)
 	if !stepPodsGone && (settled(owner.Replicas, newStatus) ||
 		(fullyAvailable(owner.Replicas, newStatus) && !fullyAvailable(owner.Replicas, owner.Status))) {
 		return 0
@@ -148,7 +149,7 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 	}
 	var batch time.Duration
 	switch {
-	case stepPodsGone:
+	case podsGoneOnly:
 		interval = max(interval, TerminatingStatusInterval)
 	case owner.Status.AvailableReplicas != newStatus.AvailableReplicas && c.rolloutInProgress(owner):
 		// availableReplicas is what a Deployment's rollout steps wait on: a

@@ -385,11 +385,12 @@ func TestRolloutScaleDownHoldIsBounded(t *testing.T) {
 	}
 }
 
-// During a rollout, pods a step deleted going away is held for
-// TerminatingStatusInterval (nothing steps on it), even the last of them,
-// which settles the owner at its step's count: the rollout steps it down
-// again. Outside a rollout the same change waits only StatusMinInterval.
-func TestTerminatingOnlyChangeHeldDuringRollout(t *testing.T) {
+// Pods going away with nothing else changed is held for
+// TerminatingStatusInterval (nothing steps on the terminating count). During
+// a rollout that holds even the last of them, which settles the owner at
+// its step's count: the rollout steps it down again. Outside a rollout the
+// last one settles the owner and is written at once.
+func TestTerminatingOnlyChangeHeld(t *testing.T) {
 	for _, rollout := range []bool{true, false} {
 		f, old, clk, rec := newScaleDownStepFixture(t)
 		if !rollout {
@@ -421,16 +422,16 @@ func TestTerminatingOnlyChangeHeldDuringRollout(t *testing.T) {
 		f.removeFromCache(newPod(deleted[0], old))
 		rec.after = nil
 		f.mustSync("ns/web-old")
-		if !rollout {
-			f.wantStatusWrites(written+1, "outside a rollout, past StatusMinInterval")
-			continue
-		}
-		f.wantStatusWrites(written, "terminating count alone, held during a rollout")
+		f.wantStatusWrites(written, "terminating count alone, past StatusMinInterval")
 		if want := TerminatingStatusInterval - 3*time.Second; len(rec.after) != 1 || rec.after[0] != want {
 			t.Fatalf("requeued after %v, want [%v]", rec.after, want)
 		}
 		f.removeFromCache(newPod(deleted[1], old))
 		f.mustSync("ns/web-old")
+		if !rollout {
+			f.wantStatusWrites(written+1, "outside a rollout, the last terminating pod gone settles it")
+			continue
+		}
 		f.wantStatusWrites(written, "settled at the step's count, still held")
 		clk.SetTime(clk.Now().Add(TerminatingStatusInterval - 3*time.Second))
 		f.mustSync("ns/web-old")
