@@ -92,6 +92,9 @@ type Controller struct {
 	// resourceVersion it replaced, so a sync from a cache that has not yet
 	// seen that write is skipped (it would only conflict).
 	writes map[string]statusWrite
+	// created remembers, per key, the ReplicaSet we created until the cache
+	// shows it: a sync before that would create it again (a 409).
+	created map[string]createdReplicaSet
 }
 
 // DefaultStatusMinInterval: a Deployment's intermediate replica counts are
@@ -151,6 +154,7 @@ func NewController(ctx context.Context, dInformer appsinformers.DeploymentInform
 		statusMinInterval:   DefaultStatusMinInterval,
 		templates:           util.NewTemplateMatches(),
 		writes:              map[string]statusWrite{},
+		created:             map[string]createdReplicaSet{},
 		terminatingReplicas: func() bool { return features.TerminatingReplicas },
 	}
 	dc.syncHandler = dc.syncDeployment

@@ -114,7 +114,52 @@ func (dc *Controller) noteWrite(key string, uid types.UID, sentRV, newRV string,
 func (dc *Controller) forgetWrite(key string) {
 	dc.writesMu.Lock()
 	delete(dc.writes, key)
+	delete(dc.created, key)
 	dc.writesMu.Unlock()
+}
+
+// CreatedCacheWait bounds how long a Deployment's syncs wait for the cache
+// to show a ReplicaSet it created (it may have been deleted at once, and
+// its add event never come).
+const CreatedCacheWait = 5 * time.Second
+
+type createdReplicaSet struct {
+	name string
+	// owner is the Deployment's UID (a Deployment recreated under the same
+	// name starts afresh).
+	owner types.UID
+	at    time.Time
+}
+
+func (dc *Controller) noteCreated(key string, owner types.UID, name string, now time.Time) {
+	dc.writesMu.Lock()
+	dc.created[key] = createdReplicaSet{name: name, owner: owner, at: now}
+	dc.writesMu.Unlock()
+}
+
+// awaitCreated says how long d's sync should wait for the ReplicaSet cache
+// to show the ReplicaSet we last created for it: 0 once rsList has it (or
+// the wait is over). Its add event brings the key back sooner.
+func (dc *Controller) awaitCreated(key string, d *apps.Deployment, rsList []*apps.ReplicaSet, now time.Time) time.Duration {
+	dc.writesMu.Lock()
+	defer dc.writesMu.Unlock()
+	c, ok := dc.created[key]
+	if !ok {
+		return 0
+	}
+	if c.owner == d.UID {
+		for _, rs := range rsList {
+			if rs.Name == c.name {
+				delete(dc.created, key)
+				return 0
+			}
+		}
+		if elapsed := now.Sub(c.at); elapsed >= 0 && elapsed < CreatedCacheWait {
+			return CreatedCacheWait - elapsed
+		}
+	}
+	delete(dc.created, key)
+	return 0
 }
 
 // cacheBehindOurWrite: the cached Deployment is the very version our last

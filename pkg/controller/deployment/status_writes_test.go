@@ -317,3 +317,44 @@ func TestTerminatingOnlyChangeHeld(t *testing.T) {
 		t.Fatalf("settled: status writes %v", u)
 	}
 }
+
+// A sync before the cache shows the ReplicaSet the last one created does
+// nothing (it would only create it again and get a 409) until the cache
+// shows it or CreatedCacheWait is over.
+func TestSyncWaitsForCreatedReplicaSetInCache(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
+	f.dc.queue = rec
+	if acts := f.mustSync(d); len(rsCreates(acts)) != 1 {
+		t.Fatalf("first pass: %s", describe(acts))
+	}
+	d = f.refreshDeployment()
+	f.clock.Step(time.Second)
+	if acts := f.mustSync(d); len(acts) != 0 {
+		t.Fatalf("cache without the created ReplicaSet: %s", describe(acts))
+	}
+	if want := CreatedCacheWait - time.Second; len(rec.after) != 1 || rec.after[0] != want {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, want)
+	}
+	// Once the wait is over the pass runs: it tries the create again (and,
+	// with the cache still behind, fails to the queue).
+	f.clock.Step(CreatedCacheWait)
+	if acts, _ := f.sync(d); len(rsCreates(acts)) != 1 {
+		t.Fatalf("after the wait: %s, want the create tried again", describe(acts))
+	}
+
+	// The cache showing it ends a wait at once.
+	var name string
+	for n, rs := range f.replicaSets() {
+		name = n
+		f.addToCache(rs)
+	}
+	f.dc.noteCreated("default/web", d.UID, name, f.clock.Now())
+	if acts := f.mustSync(d); len(rsCreates(acts)) != 0 {
+		t.Fatalf("cache shows the ReplicaSet: %s", describe(acts))
+	}
+	if wait := f.dc.awaitCreated("default/web", d, nil, f.clock.Now()); wait != 0 {
+		t.Fatalf("still waiting %v for a ReplicaSet the cache showed", wait)
+	}
+}

@@ -94,6 +94,11 @@ func (dc *Controller) syncDeployment(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	if wait := dc.awaitCreated(key, d, rsList, dc.clock.Now()); wait > 0 {
+		logger.V(4).Info("Cache has not seen the ReplicaSet we created yet", "deployment", klog.KObj(d))
+		dc.queue.AddAfter(key, wait)
+		return nil
+	}
 	p := &syncPass{dc: dc, d: d, rsList: rsList, key: key}
 	err = p.reconcile(ctx)
 	if p.statusPending {
@@ -362,6 +367,7 @@ func (p *syncPass) createNewReplicaSet(ctx context.Context, oldRSs []*apps.Repli
 		return nil, err
 	}
 	if !alreadyExists {
+		p.dc.noteCreated(p.key, d.UID, created.Name, p.now())
 		p.rsList = append(p.rsList, created)
 		if replicas > 0 {
 			p.dc.eventRecorder.Eventf(d, v1.EventTypeNormal, "ScalingReplicaSet", "Scaled up replica set %s from 0 to %d", created.Name, replicas)
