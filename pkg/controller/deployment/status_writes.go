@@ -4,8 +4,11 @@ import (
 	"time"
 
 	apps "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
 )
 
 // statusHold says how long newStatus may wait, and whether it is an
@@ -83,16 +86,37 @@ func fullyAvailable(d *apps.Deployment, st apps.DeploymentStatus) bool {
 
 // sameConditions compares type, status and reason: a condition's times and
 // message alone (e.g. Progressing's lastUpdateTime as pods come up) may wait.
+// So may Progressing turning from "new ReplicaSet created" (or found) to
+// "ReplicaSet progressing": both say the rollout is under way (setting a
+// condition moves it to the end of the list, so types are matched, not
+// positions).
 func sameConditions(a, b []apps.DeploymentCondition) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].Type != b[i].Type || a[i].Status != b[i].Status || a[i].Reason != b[i].Reason {
+		other := util.GetDeploymentCondition(apps.DeploymentStatus{Conditions: b}, a[i].Type)
+		if other == nil || other.Status != a[i].Status {
+			return false
+		}
+		if other.Reason != a[i].Reason && !(a[i].Type == apps.DeploymentProgressing && rolloutUnderWay(a[i]) && rolloutUnderWay(*other)) {
 			return false
 		}
 	}
 	return true
+}
+
+// rolloutUnderWay: a Progressing condition saying a rollout has started or
+// goes on (not complete, timed out, paused or failed).
+func rolloutUnderWay(c apps.DeploymentCondition) bool {
+	if c.Status != v1.ConditionTrue {
+		return false
+	}
+	switch c.Reason {
+	case util.NewReplicaSetReason, util.FoundNewRSReason, util.ReplicaSetUpdatedReason:
+		return true
+	}
+	return false
 }
 
 // noteWrite records our status write of key; intermediate says it was an

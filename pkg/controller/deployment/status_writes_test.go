@@ -13,6 +13,8 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
 )
 
 type recordingQueue struct {
@@ -33,31 +35,47 @@ func TestIntermediateStatusCoalesced(t *testing.T) {
 	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
 		t.Fatalf("first pass: %d status writes, want 1", n)
 	}
-	// Progressing turns from NewReplicaSetCreated to ReplicaSetUpdated:
-	// a condition change, written at once.
-	d = f.settle(func(*apps.ReplicaSet) int32 { return 1 })
-	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
-		t.Fatalf("condition change: %d status writes, want 1", n)
-	}
-	d = f.settle(func(*apps.ReplicaSet) int32 { return 3 })
-	if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
-		t.Fatalf("intermediate state right after a write: %s", describe(acts))
-	}
-	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
-		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	// Progressing turns from NewReplicaSetCreated to ReplicaSetUpdated as
+	// counts change: both reasons say the rollout goes on, so it waits too.
+	for _, available := range []int32{1, 3} {
+		d = f.settle(func(*apps.ReplicaSet) int32 { return available })
+		rec.after = nil
+		if acts := f.mustSync(d); len(statusUpdates(acts)) != 0 {
+			t.Fatalf("%d available: intermediate state right after a write: %s", available, describe(acts))
+		}
+		if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+			t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+		}
 	}
 
 	f.clock.Step(DefaultStatusMinInterval)
 	acts := f.mustSync(d)
-	if u := statusUpdates(acts); len(u) != 1 || u[0].Status.AvailableReplicas != 3 {
+	u := statusUpdates(acts)
+	if len(u) != 1 || u[0].Status.AvailableReplicas != 3 {
 		t.Fatalf("after the interval: %s", describe(acts))
 	}
+	expectCondition(t, u[0].Status, apps.DeploymentProgressing, v1.ConditionTrue, util.ReplicaSetUpdatedReason, "")
 
 	d = f.settle(func(*apps.ReplicaSet) int32 { return 10 })
 	acts = f.mustSync(d)
 	if u := statusUpdates(acts); len(u) != 1 || u[0].Status.AvailableReplicas != 10 {
 		t.Fatalf("complete rollout not written at once: %s", describe(acts))
 	}
+}
+
+// Condition changes other than the rollout going on are written at once:
+// Available turning true with the counts, right after a write.
+func TestAvailableConditionWrittenAtOnce(t *testing.T) {
+	d := newDeployment(10)
+	f := newFixture(t, d)
+	f.mustSync(d)
+	d = f.settle(func(*apps.ReplicaSet) int32 { return 8 })
+	acts := f.mustSync(d)
+	u := statusUpdates(acts)
+	if len(u) != 1 {
+		t.Fatalf("minimum availability reached: %s", describe(acts))
+	}
+	expectCondition(t, u[0].Status, apps.DeploymentAvailable, v1.ConditionTrue, util.MinimumReplicasAvailable, "")
 }
 
 // Without the interval (upstream's behaviour) the intermediate state is
@@ -220,14 +238,16 @@ func TestIntermediateIntervalDoublesPerRollout(t *testing.T) {
 	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
 	f.dc.queue = rec
 	f.mustSync(d)
+	// The first intermediate write (the rollout under way).
+	f.clock.Step(DefaultStatusMinInterval)
 	d = f.settle(func(*apps.ReplicaSet) int32 { return 1 })
 	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
-		t.Fatalf("condition change: %d status writes, want 1", n)
+		t.Fatalf("past the interval: %d status writes, want 1", n)
 	}
 
 	available := int32(1)
 	// Each step: the wait the next intermediate state is held for.
-	for _, want := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 60 * time.Second, 60 * time.Second} {
+	for _, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 60 * time.Second, 60 * time.Second} {
 		available++
 		rec.after = nil
 		n := available
