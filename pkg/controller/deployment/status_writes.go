@@ -99,7 +99,8 @@ func sameConditions(a, b []apps.DeploymentCondition) bool {
 		if other == nil || other.Status != a[i].Status {
 			return false
 		}
-		if other.Reason != a[i].Reason && !(a[i].Type == apps.DeploymentProgressing && rolloutUnderWay(a[i]) && rolloutUnderWay(*other)) {
+		bothUnderWay := a[i].Type == apps.DeploymentProgressing && rolloutUnderWay(a[i]) && rolloutUnderWay(*other)
+		if other.Reason != a[i].Reason && !bothUnderWay {
 			return false
 		}
 	}

@@ -24,13 +24,20 @@ type recordingQueue struct {
 
 func (r *recordingQueue) AddAfter(key string, d time.Duration) { r.after = append(r.after, d) }
 
+// recordRequeues swaps the controller's queue for one that records the
+// delays of AddAfter instead of waiting them.
+func (f *fixture) recordRequeues() *recordingQueue {
+	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
+	f.dc.queue = rec
+	return rec
+}
+
 // Counts that change within DefaultStatusMinInterval of the last write wait
 // for the interval; the completed rollout is written at once.
 func TestIntermediateStatusCoalesced(t *testing.T) {
 	d := newDeployment(10)
 	f := newFixture(t, d)
-	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
-	f.dc.queue = rec
+	rec := f.recordRequeues()
 
 	if n := len(statusUpdates(f.mustSync(d))); n != 1 {
 		t.Fatalf("first pass: %d status writes, want 1", n)
@@ -235,8 +242,7 @@ func (f *fixture) withTerminating(available, terminating int32) *apps.Deployment
 func TestIntermediateIntervalDoublesPerRollout(t *testing.T) {
 	d := newDeployment(20)
 	f := newFixture(t, d)
-	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
-	f.dc.queue = rec
+	rec := f.recordRequeues()
 	f.mustSync(d)
 	// The first intermediate write (the rollout under way).
 	f.clock.Step(DefaultStatusMinInterval)
@@ -309,8 +315,7 @@ func TestHoldIntervalCappedByProgressDeadline(t *testing.T) {
 func TestTerminatingOnlyChangeHeld(t *testing.T) {
 	d := newDeployment(10)
 	f := newFixture(t, d)
-	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
-	f.dc.queue = rec
+	rec := f.recordRequeues()
 	f.mustSync(d)
 	d = f.withTerminating(10, 3)
 	if u := statusUpdates(f.mustSync(d)); len(u) != 1 || ptr.Deref(u[0].Status.TerminatingReplicas, 0) != 3 {
@@ -344,8 +349,7 @@ func TestTerminatingOnlyChangeHeld(t *testing.T) {
 func TestSyncWaitsForCreatedReplicaSetInCache(t *testing.T) {
 	d := newDeployment(10)
 	f := newFixture(t, d)
-	rec := &recordingQueue{TypedRateLimitingInterface: f.dc.queue}
-	f.dc.queue = rec
+	rec := f.recordRequeues()
 	if acts := f.mustSync(d); len(rsCreates(acts)) != 1 {
 		t.Fatalf("first pass: %s", describe(acts))
 	}
