@@ -149,6 +149,7 @@ func terminating(p *v1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
 func TestScaleUpCreatesPodsFromTemplate(t *testing.T) {
 	rs := newRS("web", 3)
 	f := newFixture(t, BurstReplicas, rs)
+	f.withoutStatusHolds()
 	f.useRealPodControl()
 	if err := f.sync("ns/web"); err != nil {
 		t.Fatal(err)
@@ -384,6 +385,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 		newPod("relabeled", rs, withLabels(map[string]string{"app": "gone"})),
 		newPod("foreign", other, withLabels(map[string]string{"app": "web"})),
 	)
+	f.withoutStatusHolds()
 	if err := f.sync("ns/web"); err != nil {
 		t.Fatal(err)
 	}
@@ -459,6 +461,7 @@ func TestStatusMath(t *testing.T) {
 		newPod("going", rs, terminating),
 		newPod("done", rs, func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }),
 	)
+	f.withoutStatusHolds()
 	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
 	f.rsc.queue = rec
 	if err := f.sync("ns/web"); err != nil {
@@ -486,6 +489,7 @@ func (r *recordingQueue) AddAfter(key string, d time.Duration) { r.after = appen
 func TestNoStatusWriteWhenUnchanged(t *testing.T) {
 	rs := newRS("web", 1)
 	f := newFixture(t, BurstReplicas, rs, newPod("p", rs))
+	f.withoutStatusHolds()
 	_ = f.sync("ns/web")
 	if len(f.statusUpdates()) != 1 {
 		t.Fatal("first sync must write status")
@@ -501,6 +505,7 @@ func TestNoStatusWriteWhenUnchanged(t *testing.T) {
 func TestStatusRetryAfterConflict(t *testing.T) {
 	rs := newRS("web", 1)
 	f := newFixture(t, BurstReplicas, rs, newPod("p", rs))
+	f.withoutStatusHolds()
 	calls := 0
 	f.client.PrependReactor("update", "replicasets", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		calls++

@@ -187,13 +187,19 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 //     the deletions showing up would be a second write; the first waits
 //     for the second.
 //
+// A new owner (no status written yet) creating its first pods is held like
+// a scale-up, rollout or not: its first write, the observed generation
+// with no pods in the cache yet, would otherwise be followed at once by the
+// pods' count and then their availability.
+//
 // Either hold lasts at most StatusMinInterval from its first sync. Once
 // some of a scale-up's pods are available, the write waits only for the
 // rest of their batch (batchHold); a loss of availability ends it.
 func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	scaledUp := owner.Replicas > owner.Status.Replicas
 	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
-	if (!scaledUp && !scaledDown) || !c.rolloutInProgress(owner) {
+	firstPods := scaledUp && owner.Status.ObservedGeneration == 0
+	if (!scaledUp && !scaledDown) || !(firstPods || c.rolloutInProgress(owner)) {
 		return 0
 	}
 	if owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas {

@@ -17,6 +17,9 @@ import (
 // are held back and come back later; the settled state is written at once.
 func TestIntermediateStatusIsCoalesced(t *testing.T) {
 	rs := newRS("web", 3)
+	// Scaled from 1 to 3 (a new ReplicaSet's first pods are held: see
+	// TestFirstPodsWrittenWithAvailability).
+	rs.Generation, rs.Status.ObservedGeneration, rs.Status.Replicas = 2, 1, 1
 	rs.Status.TerminatingReplicas = ptr.To(int32(0))
 	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
 	f := newFixture(t, BurstReplicas, rs, newPod("p1", rs))
@@ -101,6 +104,10 @@ func TestNoCoalescingWithZeroInterval(t *testing.T) {
 
 func klogBackground() klog.Logger { return klog.Background() }
 
+// withoutStatusHolds: every status change is written at once, as upstream
+// does, for tests of what the status says rather than when.
+func (f *fixture) withoutStatusHolds() { f.rsc.opts.StatusMinInterval = 0 }
+
 // onFakeClock puts the controller on a fake clock and returns it.
 func (f *fixture) onFakeClock() *clocktesting.FakePassiveClock {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
@@ -143,6 +150,7 @@ func TestNoPodsCreatedInTerminatingNamespace(t *testing.T) {
 			ns.Status.Phase = v1.NamespaceTerminating
 		}
 		f := newFixture(t, BurstReplicas, newRS("web", 3))
+		f.withoutStatusHolds()
 		f.rsc.WithNamespaceInformer(f.factory.Core().V1().Namespaces())
 		if err := f.factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
 			t.Fatal(err)
@@ -171,6 +179,49 @@ func newRolloutStepFixture(t *testing.T) (*fixture, *apps.ReplicaSet, *clocktest
 	f := newFixture(t, BurstReplicas, rs, old)
 	clk := f.onFakeClock()
 	return f, rs, clk
+}
+
+// A new ReplicaSet with no sibling (a new Deployment's first, or one of
+// its own): its first status write waits for its first pods'
+// availability instead of reporting the generation with no pods, then the
+// pods, then their availability; bounded by StatusMinInterval.
+func TestFirstPodsWrittenWithAvailability(t *testing.T) {
+	rs, slow := newRS("web", 3), newRS("slow", 2)
+	f := newFixture(t, BurstReplicas, rs, slow)
+	clk := f.onFakeClock()
+	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
+	f.rsc.queue = rec
+
+	f.mustSync("ns/web")
+	if len(f.pc.Templates) != 3 {
+		t.Fatalf("created %d pods, want 3", len(f.pc.Templates))
+	}
+	f.wantStatusWrites(0, "first pods: held for their availability")
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
+
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	for _, name := range []string{"p1", "p2", "p3"} {
+		f.addToCache(newPod(name, rs, readySince(time.Hour)))
+	}
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "every replica available")
+	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 3 || st.AvailableReplicas != 3 {
+		t.Fatalf("status %+v, want generation 1 observed, 3 replicas, 3 available", st)
+	}
+
+	// Bounded: pods that are not available within the interval don't keep
+	// the generation back.
+	f.mustSync("ns/slow")
+	f.wantStatusWrites(1, "held")
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	f.addToCache(newPod("s1", slow, unscheduled))
+	f.mustSync("ns/slow")
+	f.wantStatusWrites(2, "hold over")
+	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 1 {
+		t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
+	}
 }
 
 // A rollout step scales a ReplicaSet up while an older sibling still has
@@ -300,6 +351,7 @@ func TestRolloutScaleUpHoldIsBounded(t *testing.T) {
 // pod is gone or the interval is over.
 func TestFullyAvailableWithTerminatingPodWrittenAtOnce(t *testing.T) {
 	rs := newRS("web", 3)
+	rs.Status.ObservedGeneration = 1
 	rs.Status.TerminatingReplicas = ptr.To(int32(0))
 	f := newFixture(t, BurstReplicas, rs,
 		newPod("p1", rs, readySince(time.Hour)), newPod("p2", rs, readySince(time.Hour)), newPod("p3", rs),

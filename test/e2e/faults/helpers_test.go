@@ -92,9 +92,8 @@ func startBed(t *testing.T, kcm string) *bed.Bed {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, n := range b.Nodes {
-				t.Logf("%s kube-controller-manager log (tail):\n%s", n.Name, tail(b.Log(n, "kube-controller-manager"), 3000))
-			}
+			// The logs stay in files: printed here they would push the
+			// failure itself out of the last lines CI shows.
 			t.Logf("all logs and audit logs kept in %s", dir)
 		}
 		b.Close()
@@ -103,13 +102,6 @@ func startBed(t *testing.T, kcm string) *bed.Bed {
 		}
 	})
 	return b
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 func client(t *testing.T, b *bed.Bed, n *bed.Node) clientset.Interface {
