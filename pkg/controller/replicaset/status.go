@@ -199,7 +199,10 @@ func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, no
 	scaledUp := owner.Replicas > owner.Status.Replicas
 	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
 	firstPods := scaledUp && owner.Status.ObservedGeneration == 0
-	if (!scaledUp && !scaledDown) || !(firstPods || c.rolloutInProgress(owner)) {
+	if !scaledUp && !scaledDown {
+		return 0
+	}
+	if !firstPods && !c.rolloutInProgress(owner) {
 		return 0
 	}
 	if owner.Status.AvailableReplicas != newStatus.AvailableReplicas || owner.Status.ReadyReplicas != newStatus.ReadyReplicas {
