@@ -104,6 +104,37 @@ func TestNoCoalescingWithZeroInterval(t *testing.T) {
 
 func klogBackground() klog.Logger { return klog.Background() }
 
+// syncCreatingHeld syncs key, which must create want pods and write no
+// status, requeued for the whole step hold.
+func (f *fixture) syncCreatingHeld(rec *recordingQueue, key string, want int, why string) {
+	f.t.Helper()
+	f.mustSync(key)
+	if len(f.pc.Templates) != want {
+		f.t.Fatalf("created %d pods, want %d", len(f.pc.Templates), want)
+	}
+	f.wantStatusWrites(0, why)
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		f.t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
+}
+
+// holdRunsOut: rs's first sync holds its status (written so far: written);
+// StatusMinInterval later, with one pod not yet available, the generation
+// and that pod are written.
+func (f *fixture) holdRunsOut(clk *clocktesting.FakePassiveClock, rs *apps.ReplicaSet, written int) {
+	f.t.Helper()
+	key := rs.Namespace + "/" + rs.Name
+	f.mustSync(key)
+	f.wantStatusWrites(written, "held")
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	f.addToCache(newPod(rs.Name+"-p1", rs, unscheduled))
+	f.mustSync(key)
+	f.wantStatusWrites(written+1, "hold over")
+	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 1 {
+		f.t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
+	}
+}
+
 // withoutStatusHolds: every status change is written at once, as upstream
 // does, for tests of what the status says rather than when.
 func (f *fixture) withoutStatusHolds() { f.rsc.opts.StatusMinInterval = 0 }
@@ -192,14 +223,7 @@ func TestFirstPodsWrittenWithAvailability(t *testing.T) {
 	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
 	f.rsc.queue = rec
 
-	f.mustSync("ns/web")
-	if len(f.pc.Templates) != 3 {
-		t.Fatalf("created %d pods, want 3", len(f.pc.Templates))
-	}
-	f.wantStatusWrites(0, "first pods: held for their availability")
-	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
-		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
-	}
+	f.syncCreatingHeld(rec, "ns/web", 3, "first pods: held for their availability")
 
 	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
 	for _, name := range []string{"p1", "p2", "p3"} {
@@ -213,15 +237,7 @@ func TestFirstPodsWrittenWithAvailability(t *testing.T) {
 
 	// Bounded: pods that are not available within the interval don't keep
 	// the generation back.
-	f.mustSync("ns/slow")
-	f.wantStatusWrites(1, "held")
-	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
-	f.addToCache(newPod("s1", slow, unscheduled))
-	f.mustSync("ns/slow")
-	f.wantStatusWrites(2, "hold over")
-	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 1 {
-		t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
-	}
+	f.holdRunsOut(clk, slow, 1)
 }
 
 // A rollout step scales a ReplicaSet up while an older sibling still has
@@ -233,14 +249,7 @@ func TestRolloutScaleUpWritesOnceWithAvailability(t *testing.T) {
 	f.rsc.queue = rec
 
 	// The step's sync creates the pods; generation 1 is not reported yet.
-	f.mustSync("ns/web")
-	if len(f.pc.Templates) != 3 {
-		t.Fatalf("created %d pods, want 3", len(f.pc.Templates))
-	}
-	f.wantStatusWrites(0, "held for availability")
-	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
-		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
-	}
+	f.syncCreatingHeld(rec, "ns/web", 3, "held for availability")
 
 	// The pods show up, not ready yet: only the pod count changed, still held
 	// (counted from the first hold).
@@ -335,15 +344,7 @@ func TestRolloutAvailabilityChangeWaitsForItsBatch(t *testing.T) {
 // available don't keep the observed generation back any longer.
 func TestRolloutScaleUpHoldIsBounded(t *testing.T) {
 	f, rs, clk := newRolloutStepFixture(t)
-	f.mustSync("ns/web")
-	f.wantStatusWrites(0, "held")
-	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
-	f.addToCache(newPod("p1", rs, unscheduled))
-	f.mustSync("ns/web")
-	f.wantStatusWrites(1, "hold over")
-	if st := f.lastStatus().Status; st.ObservedGeneration != 1 || st.Replicas != 1 {
-		t.Fatalf("status %+v, want generation 1 observed and 1 replica", st)
-	}
+	f.holdRunsOut(clk, rs, 0)
 }
 
 // Every replica available again while an evicted pod still terminates (its
