@@ -67,18 +67,17 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	if c.setUncertain(key, false) {
-		if err := c.awaitUncertainCreates(ctx, nsName, owner); err != nil {
-			return err
-		}
-	}
-
 	needsManage := c.expectations.SatisfiedExpectations(logger, key)
 	selector, err := metav1.LabelSelectorAsSelector(owner.Selector)
 	if err != nil {
 		// Retrying can't fix a bad selector; the next update will.
 		utilruntime.HandleError(fmt.Errorf("error converting pod selector to selector for %v %v: %v", c.gvk.Kind, key, err))
 		return nil
+	}
+	if c.setUncertain(key, false) {
+		if err := c.awaitUncertainCreates(ctx, nsName, owner, selector); err != nil {
+			return err
+		}
 	}
 
 	allPods, err := controller.FilterPodsByOwner(c.podIndexer, owner.Object, c.gvk.Kind, true)
@@ -310,11 +309,7 @@ func (c *BaseController) setUncertain(key string, uncertain bool) bool {
 // One live list of the owner's pods says what exists; the sync then waits,
 // as after its own writes, until the pod cache is as new as the newest of
 // them.
-func (c *BaseController) awaitUncertainCreates(ctx context.Context, nsName types.NamespacedName, owner *Owner) error {
-	selector, err := metav1.LabelSelectorAsSelector(owner.Selector)
-	if err != nil {
-		return nil // the sync reports a bad selector
-	}
+func (c *BaseController) awaitUncertainCreates(ctx context.Context, nsName types.NamespacedName, owner *Owner, selector labels.Selector) error {
 	pods, err := c.kubeClient.CoreV1().Pods(nsName.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
 		c.setUncertain(nsName.String(), true)
