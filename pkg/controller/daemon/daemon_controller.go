@@ -102,6 +102,9 @@ type Controller struct {
 	// consistency holds a DaemonSet back until the informers have seen our
 	// latest pod and status writes for it.
 	consistency controller.ConsistencyStore
+	// uncertainCreates: DaemonSets a pod create of which failed without the
+	// API server's verdict, so the pod may exist anyway.
+	uncertainCreates *controller.UncertainCreates
 	// comparisonOperators enables Lt/Gt tolerations.
 	comparisonOperators bool
 
@@ -152,6 +155,7 @@ func NewController(
 		burstReplicas:       BurstReplicas,
 		expectations:        controller.NewControllerExpectations(),
 		consistency:         controller.NewNoopConsistencyStore(),
+		uncertainCreates:    controller.NewUncertainCreates(),
 		comparisonOperators: features.TaintTolerationComparisonOperators,
 		dsLister:            daemonSetInformer.Lister(),
 		dsSynced:            daemonSetInformer.Informer().HasSynced,

@@ -53,6 +53,7 @@ func (dsc *Controller) syncDaemonSet(ctx context.Context, key string) error {
 		logger.V(3).Info("Daemon set has been deleted", "daemonset", key)
 		dsc.expectations.DeleteExpectations(logger, key)
 		dsc.consistency.Clear(nn, "")
+		dsc.uncertainCreates.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -73,6 +74,11 @@ func (dsc *Controller) syncDaemonSet(ctx context.Context, key string) error {
 	// orphaned, so neither pods nor status can be computed reliably.
 	if ds.DeletionTimestamp != nil {
 		return nil
+	}
+	if dsc.uncertainCreates.Take(key) {
+		if err := dsc.awaitUncertainPods(ctx, ds, key); err != nil {
+			return err
+		}
 	}
 
 	cur, old, err := dsc.constructHistory(ctx, ds)
@@ -98,6 +104,18 @@ func (dsc *Controller) syncDaemonSet(ctx context.Context, key string) error {
 	default:
 		return statusErr
 	}
+}
+
+// awaitUncertainPods: a pod create of ds had no answer, so its pod may
+// exist unseen by the cache; wait until the cache has caught up rather
+// than create a node's pod twice.
+func (dsc *Controller) awaitUncertainPods(ctx context.Context, ds *apps.DaemonSet, key string) error {
+	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	return dsc.uncertainCreates.AwaitUncertainPods(ctx, dsc.kubeClient, dsc.consistency, key,
+		types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}, ds.UID, selector)
 }
 
 // reconcile places pods, advances the update strategy, and trims history.
@@ -347,6 +365,7 @@ func (dsc *Controller) syncNodes(ctx context.Context, ds *apps.DaemonSet, podsTo
 		// against the template's own affinity already.
 		podTemplate.Spec.Affinity = util.ReplaceDaemonSetPodNodeNameNodeAffinity(podTemplate.Spec.Affinity, nodeName)
 		err := dsc.podControl.CreatePods(ctx, ds.Namespace, podTemplate, ds, metav1.NewControllerRef(ds, controllerKind))
+		dsc.uncertainCreates.Record(key, err)
 		if err == nil || apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 			// Every create fails in a terminating namespace; nothing to retry.
 			return nil

@@ -110,7 +110,10 @@ type Controller struct {
 	finishedJobExpectations sync.Map
 
 	consistency controller.ConsistencyStore
-	features    Features
+	// uncertainCreates: Jobs a pod create of which failed without the API
+	// server's verdict, so the pod may exist anyway.
+	uncertainCreates *controller.UncertainCreates
+	features         Features
 }
 
 // orphanPodKey names either one pod or all pods of a namespace matching a
@@ -134,6 +137,7 @@ func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodIn
 		kubeClient:            kubeClient,
 		expectations:          controller.NewControllerExpectationsWithClock(clk),
 		finalizerExpectations: newFinalizerExpectations(),
+		uncertainCreates:      controller.NewUncertainCreates(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultJobAPIBackOff, MaxJobAPIBackOff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "job", Clock: clk}),

@@ -115,6 +115,7 @@ func (jm *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 			jm.expectations.DeleteExpectations(logger, key)
 			jm.finalizerExpectations.forget(key)
 			jm.consistency.Clear(nsName, "")
+			jm.uncertainCreates.Forget(key)
 			jm.podBackoffStore.remove(key)
 			return nil
 		}
@@ -140,6 +141,11 @@ func (jm *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	if job.Spec.CompletionMode != nil && *job.Spec.CompletionMode != batch.NonIndexedCompletion && *job.Spec.CompletionMode != batch.IndexedCompletion {
 		jm.recorder.Event(job, v1.EventTypeWarning, "UnknownCompletionMode", "Skipped Job sync because completion mode is unknown")
 		return nil
+	}
+	if jm.uncertainCreates.Take(key) {
+		if err := jm.awaitUncertainPods(ctx, job, key, nsName); err != nil {
+			return err
+		}
 	}
 
 	mode := completionModeLabel(job)
@@ -645,6 +651,7 @@ func (jm *Controller) manageJob(ctx context.Context, job *batch.Job, jc *syncJob
 					generateName = indexedGenerateName(job.Name, ix)
 				}
 				err := jm.podControl.CreatePodsWithGenerateName(ctx, job.Namespace, t, job, metav1.NewControllerRef(job, controllerKind), generateName)
+				jm.uncertainCreates.Record(jobKey, err)
 				if err != nil && apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 					// Every create fails while the namespace goes away.
 					return
@@ -675,6 +682,17 @@ func (jm *Controller) manageJob(ctx context.Context, job *batch.Job, jc *syncJob
 	}
 	recordPodsCreation(job, jc, created, failed)
 	return active, actionPodsCreated, firstError(errCh)
+}
+
+// awaitUncertainPods: a pod create of job had no answer, so its pod may
+// exist unseen by the cache; wait until the cache has caught up rather
+// than create it (or its index) twice.
+func (jm *Controller) awaitUncertainPods(ctx context.Context, job *batch.Job, key string, nsName types.NamespacedName) error {
+	selector, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	return jm.uncertainCreates.AwaitUncertainPods(ctx, jm.kubeClient, jm.consistency, key, nsName, job.UID, selector)
 }
 
 // indexesReadyForCreation keeps the indexes whose per-index backoff has

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	clientset "k8s.io/client-go/kubernetes"
@@ -138,10 +137,9 @@ type BaseController struct {
 	stepHeldSince   map[string]time.Time
 	batchHeldSince  map[string]time.Time
 
-	// uncertainCreates: owners (by key) a pod create of which failed
-	// without the API server's verdict, so the pod may exist anyway.
-	uncertainMu      sync.Mutex
-	uncertainCreates sets.Set[string]
+	// uncertainCreates: owners a pod create of which failed without the
+	// API server's verdict, so the pod may exist anyway.
+	uncertainCreates *controller.UncertainCreates
 
 	// syncHandler is sync; tests replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -170,7 +168,7 @@ func NewBaseController(ctx context.Context, adapter Adapter, podInformer coreinf
 		lastStatusWrite:  map[string]time.Time{},
 		stepHeldSince:    map[string]time.Time{},
 		batchHeldSince:   map[string]time.Time{},
-		uncertainCreates: sets.New[string](),
+		uncertainCreates: controller.NewUncertainCreates(),
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
 	if opts.Resource != (schema.GroupResource{}) {

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -53,7 +52,7 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		c.consistency.Clear(nsName, "")
 		c.expectations.DeleteExpectations(logger, key)
 		c.forgetStatusWrite(key)
-		c.setUncertain(key, false)
+		c.uncertainCreates.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -74,8 +73,8 @@ func (c *BaseController) sync(ctx context.Context, key string) error {
 		utilruntime.HandleError(fmt.Errorf("error converting pod selector to selector for %v %v: %v", c.gvk.Kind, key, err))
 		return nil
 	}
-	if c.setUncertain(key, false) {
-		if err := c.awaitUncertainCreates(ctx, nsName, owner, selector); err != nil {
+	if c.uncertainCreates.Take(key) {
+		if err := c.uncertainCreates.AwaitUncertainPods(ctx, c.kubeClient, c.consistency, key, nsName, owner.Object.GetUID(), selector); err != nil {
 			return err
 		}
 	}
@@ -193,9 +192,7 @@ func (c *BaseController) createPods(ctx context.Context, key string, owner *Owne
 			// Nothing can be created in a namespace being deleted.
 			return nil
 		}
-		if err != nil && createMayHaveHappened(err) {
-			c.setUncertain(key, true)
-		}
+		c.uncertainCreates.Record(key, err)
 		return err
 	})
 	if skipped := n - ok; skipped > 0 {
@@ -275,58 +272,4 @@ func podKeys(pods []*v1.Pod) []string {
 		keys = append(keys, controller.PodKey(p))
 	}
 	return keys
-}
-
-// createMayHaveHappened: the create failed without the API server saying
-// it was refused (the connection broke, or the server timed out or failed
-// inside), so the pod may exist even though the create returned an error.
-func createMayHaveHappened(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return true
-	}
-	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) ||
-		apierrors.IsUnexpectedServerError(err)
-}
-
-// setUncertain marks or clears key's uncertain creates and reports whether
-// they were marked.
-func (c *BaseController) setUncertain(key string, uncertain bool) bool {
-	c.uncertainMu.Lock()
-	defer c.uncertainMu.Unlock()
-	was := c.uncertainCreates.Has(key)
-	if uncertain {
-		c.uncertainCreates.Insert(key)
-	} else {
-		c.uncertainCreates.Delete(key)
-	}
-	return was
-}
-
-// awaitUncertainCreates: after a create whose outcome is unknown (say, the
-// API server died before answering), the expectations for it were lowered,
-// so a sync from a cache that has not seen that pod would create it again.
-// One live list of the owner's pods says what exists; the sync then waits,
-// as after its own writes, until the pod cache is as new as the newest of
-// them.
-func (c *BaseController) awaitUncertainCreates(ctx context.Context, nsName types.NamespacedName, owner *Owner, selector labels.Selector) error {
-	pods, err := c.kubeClient.CoreV1().Pods(nsName.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		c.setUncertain(nsName.String(), true)
-		return fmt.Errorf("listing the pods of %s after a create with no answer: %w", nsName, err)
-	}
-	newest := ""
-	for i := range pods.Items {
-		rv := pods.Items[i].ResourceVersion
-		if newest == "" {
-			newest = rv
-		} else if cmp, err := resourceversion.CompareResourceVersion(rv, newest); err == nil && cmp > 0 {
-			newest = rv
-		}
-	}
-	if newest == "" {
-		return nil
-	}
-	c.consistency.WroteAt(nsName, owner.Object.GetUID(), podsResource, newest)
-	return c.consistency.EnsureReady(nsName)
 }

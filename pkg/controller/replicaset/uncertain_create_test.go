@@ -7,26 +7,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
-
-// staleAfterWrite is a consistency store whose pod cache is behind
-// whatever was recorded: a sync after WroteAt is held back.
-type staleAfterWrite struct{ wrote string }
-
-func (s *staleAfterWrite) WroteAt(_ types.NamespacedName, _ types.UID, _ schema.GroupResource, rv string) {
-	s.wrote = rv
-}
-func (s *staleAfterWrite) Clear(types.NamespacedName, types.UID) {}
-func (s *staleAfterWrite) EnsureReady(types.NamespacedName) error {
-	if s.wrote == "" {
-		return nil
-	}
-	return &controller.ConsistencyError{ReadRV: "1", WroteRV: s.wrote, GroupResource: podsResource}
-}
 
 // A pod create that fails without the API server's verdict (the server
 // died mid-request) may have created the pod. The next sync must not
@@ -46,7 +30,7 @@ func TestCreateWithoutAnswerNotRepeatedFromStaleCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newRS("web", 2)
 			f := newFixture(t, BurstReplicas, rs)
-			store := &staleAfterWrite{}
+			store := &testutil.StaleAfterWrite{}
 			f.rsc.consistency = store
 			// What the lost create made: in the API server, not in the cache.
 			ghost := newPod("ghost", rs)
@@ -75,9 +59,8 @@ func TestCreateWithoutAnswerNotRepeatedFromStaleCache(t *testing.T) {
 				}
 				return
 			}
-			var stale *controller.ConsistencyError
-			if !listed || store.wrote != "7" || !errors.As(err, &stale) {
-				t.Fatalf("listed %v, waiting for %q, err %v; want a live list, a wait for version 7 and a ConsistencyError", listed, store.wrote, err)
+			if !listed || store.Wrote() != "7" || !errors.Is(err, testutil.ErrCacheBehind) {
+				t.Fatalf("listed %v, waiting for %q, err %v; want a live list and a wait for version 7", listed, store.Wrote(), err)
 			}
 			if len(f.pc.Templates) != 0 {
 				t.Fatalf("created %d pods from a cache that has not seen the lost create's pod", len(f.pc.Templates))

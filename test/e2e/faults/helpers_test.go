@@ -390,14 +390,33 @@ func isKCM(e bed.AuditEvent) bool {
 // electionEvents are the audit IDs of the Events the leader election
 // records about the Lease itself ("became leader", "stopped leading"):
 // a process sends them as it gains or loses the Lease, so they are not
-// controller work. Their names, known once the request completes, start
-// with the Lease's.
+// controller work. Their names, known once the request body is read, start
+// with the Lease's. A losing leader's "stopped leading" can sit in the
+// socket of its paused apiserver until the process has exited; the
+// apiserver then reads the request but not its body, so neither name nor
+// success is logged: an Event create in kube-system that wrote nothing is
+// taken for one too (the controllers record no other Events there).
 func electionEvents(events []bed.AuditEvent) map[string]bool {
 	ids := map[string]bool{}
+	succeeded := map[string]bool{}
+	var kubeSystemCreates []string
 	for _, e := range events {
-		if e.ObjectRef != nil && e.ObjectRef.Resource == "events" && e.ObjectRef.Namespace == "kube-system" &&
-			strings.HasPrefix(e.ObjectRef.Name, "kube-controller-manager.") {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "events" || e.ObjectRef.Namespace != "kube-system" {
+			continue
+		}
+		if strings.HasPrefix(e.ObjectRef.Name, "kube-controller-manager.") {
 			ids[e.AuditID] = true
+		}
+		if e.Stage == "ResponseComplete" && e.ResponseStatus != nil && e.ResponseStatus.Code < 300 {
+			succeeded[e.AuditID] = true
+		}
+		if e.Verb == "create" {
+			kubeSystemCreates = append(kubeSystemCreates, e.AuditID)
+		}
+	}
+	for _, id := range kubeSystemCreates {
+		if !succeeded[id] {
+			ids[id] = true
 		}
 	}
 	return ids
