@@ -109,15 +109,18 @@ declare -A CONTROLLERS=(
 
 # ---------------------------------------------------------------- skip list
 # What the bed cannot do, not what a controller gets wrong: kwok runs no
-# containers (no exec, no logs, no HTTP from pods, no kubelet admission, no
-# container restarts) and there is no kube-proxy or pod network. What it
-# does play (hack/kwok): pods turn Ready at once, except those with an image
-# the specs use to mean "cannot be pulled" (webserver:404, foo:non-existent,
-# ...), which stay Pending and unready; a Job pod finishes as its command
-# says (`exit N` fails with N, sleep/pause keeps running, a script failing
-# odd completion indexes fails odd indexes, anything else succeeds). Each
-# entry is a regexp over the spec's full text, " => ", and the reason, which
-# the table prints next to each skipped spec.
+# containers (no exec, no logs, no HTTP from pods, no kubelet admission) and
+# there is no kube-proxy or pod network. What it does play (hack/kwok): pods
+# turn Ready at once, or once their readiness probes' initialDelaySeconds
+# have passed, except those with an image the specs use to mean "cannot be
+# pulled" (webserver:404, foo:non-existent, ...), which stay Pending and
+# unready; a Job pod finishes as its command says (`exit N` or `false` fails,
+# sleep/pause keeps running, a script failing odd completion indexes fails
+# odd indexes, anything else succeeds), and with restartPolicy OnFailure a
+# failing container restarts every second (restartCount), except a script
+# that leaves a marker file, which succeeds after one restart. Each entry is
+# a regexp over the spec's full text, " => ", and the reason, which the
+# table prints next to each skipped spec.
 #
 # Run despite their tags: [Slow] (CronJob suspend and ForbidConcurrent take
 # minutes each, but judge the CronJob controller) and [Disruptive] (the only
@@ -132,7 +135,6 @@ SKIPS=(
   'should serve a basic image on each replica with a public image => HTTP-proxies to every pod through the apiserver; kwok pods run no containers'
   'should perform rolling updates and roll backs of template modifications => breaks a pod readiness probe with kubectl exec; kwok runs no containers'
   'Should recreate evicted statefulset => needs the kubelet to reject a pod for a hostPort conflict; kwok admits it'
-  'should run a job to completion when tasks sometimes fail and are locally restarted => a container must fail once, then succeed when the kubelet restarts it; kwok restarts no container'
   'pod failure policy to ignore failure matching on DisruptionTarget condition => its pod must sleep the first time and exit 0 when recreated (a marker file on a hostPath); kwok keeps every sleeping pod running'
   'should support a Service with multiple (ports|endpoint IPs) specified in multiple EndpointSlices => connects to the Service with kubectl exec and curl from a pod; kwok runs no containers and there is no kube-proxy'
   '\[sig-network\] Services => needs kube-proxy and pod-to-pod traffic (exec pods, curl); there is no pod network'
