@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	kcmcontroller "github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
@@ -26,8 +27,14 @@ import (
 const debugControllersPath = "/debug/controllers"
 
 // rateSampleInterval is how often queue counters are sampled for the
-// per-minute rates.
-const rateSampleInterval = 10 * time.Second
+// per-minute rates while the page is watched; samplingIdleAfter is how long
+// after the last view sampling goes on. A sample gathers every registered
+// metric (some collectors walk every cached pod), so nothing is sampled
+// while nobody looks.
+const (
+	rateSampleInterval = 10 * time.Second
+	samplingIdleAfter  = 5 * time.Minute
+)
 
 // controllersPage is /debug/controllers. Controllers report into statuses
 // (RunControllers puts each one's status in its context); queue rates come
@@ -35,8 +42,14 @@ const rateSampleInterval = 10 * time.Second
 type controllersPage struct {
 	statuses *kcmcontroller.StatusRegistry
 	rates    *queueRates
+	clock    clock.WithTicker
 
 	mu sync.Mutex
+	// ctx bounds the sampling loop (set by install); sampling tells
+	// whether it runs; lastView is when the page was last served.
+	ctx      context.Context
+	sampling bool
+	lastView time.Time
 	// shards, in sharded mode, tells who holds each controller.
 	shards   shardHolders
 	identity string
@@ -50,29 +63,60 @@ func newControllersPage() *controllersPage {
 	return &controllersPage{
 		statuses: kcmcontroller.NewStatusRegistry(),
 		rates:    &queueRates{gather: legacyregistry.DefaultGatherer.Gather},
+		clock:    clock.RealClock{},
 	}
 }
 
-// install mounts the page, unlisted like the other /debug paths, and
-// samples queue counters until ctx ends.
+// install mounts the page, unlisted like the other /debug paths; queue
+// counters are sampled from the first view until ctx ends or nobody has
+// looked for samplingIdleAfter.
 func (p *controllersPage) install(ctx context.Context, m *mux.PathRecorderMux) {
 	if p == nil || m == nil {
 		return
 	}
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
 	m.UnlistedHandle(debugControllersPath, p)
-	go func() {
-		t := time.NewTicker(rateSampleInterval)
-		defer t.Stop()
-		p.rates.sample(time.Now())
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				p.rates.sample(now)
+}
+
+// viewed records a view and starts the sampling loop if it is not running.
+func (p *controllersPage) viewed(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastView = now
+	if p.sampling || p.ctx == nil {
+		return
+	}
+	p.sampling = true
+	go p.sampleWhileWatched(p.ctx)
+}
+
+func (p *controllersPage) sampleWhileWatched(ctx context.Context) {
+	t := p.clock.NewTicker(rateSampleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.sampling = false
+			p.mu.Unlock()
+			return
+		case now := <-t.C():
+			p.mu.Lock()
+			idle := now.Sub(p.lastView) >= samplingIdleAfter
+			if idle {
+				p.sampling = false
 			}
+			p.mu.Unlock()
+			if idle {
+				// Samples this old would pass for a rate over the idle gap.
+				p.rates.reset()
+				return
+			}
+			p.rates.sample(now)
 		}
-	}()
+	}
 }
 
 func (p *controllersPage) setSharded(identity string, shards shardHolders) {
@@ -100,6 +144,7 @@ type controllerView struct {
 }
 
 func (p *controllersPage) view(now time.Time) controllersView {
+	p.viewed(now)
 	p.rates.sampleIfOlder(now, time.Second)
 	v := controllersView{Time: now, Controllers: []controllerView{}}
 	p.mu.Lock()
@@ -124,7 +169,7 @@ func (p *controllersPage) view(now time.Time) controllersView {
 }
 
 func (p *controllersPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	v := p.view(time.Now())
+	v := p.view(p.clock.Now())
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -153,6 +198,12 @@ type counterSample struct {
 	at      time.Time
 	adds    map[string]float64
 	retries map[string]float64
+}
+
+func (q *queueRates) reset() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.samples = nil
 }
 
 func (q *queueRates) sampleIfOlder(now time.Time, age time.Duration) {

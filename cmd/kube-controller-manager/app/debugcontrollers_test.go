@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apiserver/pkg/server/mux"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	kcmcontroller "github.com/kcmclone/kube-controller-manager/pkg/controller"
@@ -121,4 +125,87 @@ func TestControllersPage(t *testing.T) {
 	if _, body = get(""); !strings.Contains(body, "Held by") || !strings.Contains(body, "other") {
 		t.Errorf("sharded HTML lacks the holder:\n%s", body)
 	}
+}
+
+// eventually polls cond until it holds; the test fails if it never does.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 3000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// A sample gathers every metric, so the page samples only while it is
+// watched: nothing before the first view, every interval after it, and
+// nothing again once nobody has looked for samplingIdleAfter.
+func TestControllersPageSamplesOnlyWhileWatched(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	var gathers atomic.Int32
+	p := newControllersPage()
+	p.clock = fc
+	p.rates.gather = func() ([]*dto.MetricFamily, error) {
+		gathers.Add(1)
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.install(ctx, mux.NewPathRecorderMux("test"))
+	sampling := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.sampling
+	}
+
+	// Installed, not viewed: no loop and no ticker.
+	if sampling() || fc.HasWaiters() || gathers.Load() != 0 {
+		t.Fatalf("before any view: sampling %v, ticker %v, gathers %d", sampling(), fc.HasWaiters(), gathers.Load())
+	}
+
+	view := func() {
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, debugControllersPath, nil))
+	}
+	view()
+	if got := gathers.Load(); got != 1 {
+		t.Fatalf("a view gathered %d times, want 1", got)
+	}
+	eventually(t, "the sampling ticker", fc.HasWaiters)
+
+	// Every tick within samplingIdleAfter of the view samples.
+	ticks := int(samplingIdleAfter / rateSampleInterval)
+	for i := 1; i < ticks; i++ {
+		fc.Step(rateSampleInterval)
+		want := int32(1 + i)
+		eventually(t, fmt.Sprintf("sample %d", want), func() bool { return gathers.Load() == want })
+	}
+	if a, _ := p.rates.perMinute([]string{"q"}); a == nil {
+		t.Fatal("no rate while watched")
+	}
+	// The tick at samplingIdleAfter ends the loop without a sample. (The
+	// fake clock keeps stopped tickers, so Waiters counts tickers made.)
+	fc.Step(rateSampleInterval)
+	eventually(t, "sampling to stop", func() bool { return !sampling() })
+	if got, want := gathers.Load(), int32(ticks); got != want {
+		t.Fatalf("gathers after going idle = %d, want %d", got, want)
+	}
+	if a, _ := p.rates.perMinute([]string{"q"}); a != nil {
+		t.Fatalf("rate after going idle = %v, want unknown (no stale samples)", *a)
+	}
+
+	// Idle: further ticks sample nothing. A new view starts it again.
+	fc.Step(rateSampleInterval)
+	view()
+	if got, want := gathers.Load(), int32(ticks)+1; got != want {
+		t.Fatalf("gathers after an idle tick and a view = %d, want %d (the view's only)", got, want)
+	}
+	eventually(t, "sampling to restart", func() bool { return sampling() && fc.Waiters() == 2 })
+	fc.Step(rateSampleInterval)
+	eventually(t, "a sample after the restart", func() bool { return gathers.Load() == int32(ticks)+2 })
+
+	cancel()
+	eventually(t, "sampling to end with the context", func() bool { return !sampling() })
 }
