@@ -107,11 +107,13 @@ func (p *controllersPage) sampleWhileWatched(ctx context.Context) {
 			idle := now.Sub(p.lastView) >= samplingIdleAfter
 			if idle {
 				p.sampling = false
+				// Samples this old would pass for a rate over the idle
+				// gap. Dropped under p.mu, so a view racing this stop
+				// cannot lose the sample it takes to the reset.
+				p.rates.reset()
 			}
 			p.mu.Unlock()
 			if idle {
-				// Samples this old would pass for a rate over the idle gap.
-				p.rates.reset()
 				return
 			}
 			p.rates.sample(now)
