@@ -43,3 +43,20 @@ func TestElectionEventsOfALosingLeader(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaseWritesIncludeNamelessElectionCreates(t *testing.T) {
+	events := auditLines(t,
+		// A candidate's create that lost the race: the audit event has no name.
+		`{"auditID":"create","stage":"RequestReceived","verb":"create","objectRef":{"resource":"leases","namespace":"kube-system"}}`,
+		`{"auditID":"renew","stage":"RequestReceived","verb":"update","objectRef":{"resource":"leases","namespace":"kube-system","name":"kube-controller-manager"}}`,
+		// Positive controls: other Lease writes stay controller writes.
+		`{"auditID":"other","stage":"RequestReceived","verb":"delete","objectRef":{"resource":"leases","namespace":"kube-system","name":"apiserver-abc"}}`,
+		`{"auditID":"node","stage":"RequestReceived","verb":"create","objectRef":{"resource":"leases","namespace":"kube-node-lease"}}`,
+	)
+	want := map[string]bool{"create": true, "renew": true, "other": false, "node": false}
+	for _, e := range events {
+		if got := isLeaseWrite(e); got != want[e.AuditID] {
+			t.Errorf("%s: taken for a leader election Lease write %v, want %v", e.AuditID, got, want[e.AuditID])
+		}
+	}
+}

@@ -422,8 +422,15 @@ func electionEvents(events []bed.AuditEvent) map[string]bool {
 	return ids
 }
 
+// isLeaseWrite is a write of the leader election Lease. A create's audit
+// event carries no name (it is in the body), and no controller creates
+// Leases in kube-system, so a nameless create there is an election attempt:
+// two candidates starting together both try, and one gets a conflict.
 func isLeaseWrite(e bed.AuditEvent) bool {
-	return e.ObjectRef != nil && e.ObjectRef.Resource == "leases" && e.ObjectRef.Name == "kube-controller-manager"
+	if e.ObjectRef == nil || e.ObjectRef.Resource != "leases" || e.ObjectRef.Namespace != "kube-system" {
+		return false
+	}
+	return e.ObjectRef.Name == "kube-controller-manager" || (e.Verb == "create" && e.ObjectRef.Name == "")
 }
 
 // leaderTimeline is who led when, from the audit logs: each successful
