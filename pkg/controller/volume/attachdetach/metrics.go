@@ -122,8 +122,12 @@ func (c *stateCollector) volumesInUse() counts {
 		if pod.Spec.NodeName == "" {
 			continue
 		}
-		for _, podVolume := range pod.Spec.Volumes {
-			spec, err := c.specs.forPodVolume(logger, podVolume, pod)
+		for i := range pod.Spec.Volumes {
+			podVolume := &pod.Spec.Volumes[i]
+			if nodeLocal(podVolume) {
+				continue
+			}
+			spec, err := c.specs.forPodVolume(logger, *podVolume, pod)
 			if err != nil {
 				continue
 			}

@@ -42,6 +42,16 @@ func wantsVolumes(pod *v1.Pod) bool {
 	return !isPodTerminated(pod)
 }
 
+// nodeLocal: the volume's source lives on the node (a pod's own files,
+// API data projected into it, host paths). No attach plugin and no CSI
+// migration handles these, so they need no spec: nearly every pod has one
+// (its service account token), and resolving them was most of the work of
+// each pod event and each metrics scrape.
+func nodeLocal(v *v1.Volume) bool {
+	return v.EmptyDir != nil || v.Secret != nil || v.ConfigMap != nil || v.Projected != nil ||
+		v.DownwardAPI != nil || v.HostPath != nil || v.Image != nil
+}
+
 // volumeSpecs resolves pod volumes to volume specs.
 type volumeSpecs struct {
 	pvcLister corelisters.PersistentVolumeClaimLister
@@ -129,6 +139,9 @@ func (adc *Controller) processPodVolumes(logger klog.Logger, pod *v1.Pod, add bo
 		return
 	}
 	for _, podVolume := range pod.Spec.Volumes {
+		if nodeLocal(&podVolume) {
+			continue
+		}
 		spec, err := adc.specs.forPodVolume(logger, podVolume, pod)
 		if err != nil {
 			logger.V(10).Info("Error processing volume for pod", "pod", klog.KObj(pod), "volumeName", podVolume.Name, "err", err)

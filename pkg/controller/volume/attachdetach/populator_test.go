@@ -1,12 +1,14 @@
 package attachdetach
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
@@ -94,5 +96,51 @@ storage_count_attachable_volumes_in_use{node="n",volume_plugin="kubernetes.io/cs
 `
 	if err := testutil.CustomCollectAndCompare(collector, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// nodeLocalVolumes are the volumes nearly every pod has: none needs a
+// plugin, so none should cost a spec, a plugin lookup or an error.
+func nodeLocalVolumes() []v1.Volume {
+	return []v1.Volume{
+		{Name: "token", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}},
+		{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+	}
+}
+
+func TestNodeLocalVolumesAreSkippedWithoutWork(t *testing.T) {
+	const pods = 50
+	n := node("n", true)
+	objects := []runtime.Object{n}
+	for i := range pods {
+		p := claimPod("ns", fmt.Sprintf("p%d", i), "n")
+		p.Spec.Volumes = nodeLocalVolumes()
+		objects = append(objects, p)
+	}
+	// Positive control: an inline CSI volume beside them is still counted.
+	inline := claimPod("ns", "inline", "n")
+	inline.Spec.Volumes = append(nodeLocalVolumes(),
+		v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "inline"}}})
+	objects = append(objects, inline)
+	f := newFixture(t, false, objects...)
+	collector := newStateCollector(f.adc.podLister, f.adc.specs, f.adc.plugins, f.adc.asw, f.adc.dsw)
+
+	got := collector.volumesInUse()
+	if got["n"]["kubernetes.io/csi:inline"] != 1 || len(got["n"]) != 1 {
+		t.Errorf("volumes in use %v, want the inline CSI volume alone", got)
+	}
+	// The list and the counts cost a few allocations; each node-local
+	// volume resolved would cost at least one more (its spec).
+	if allocs := testing.AllocsPerRun(5, func() { collector.volumesInUse() }); allocs >= pods {
+		t.Errorf("a metrics scrape over %d pods with node-local volumes made %.0f allocations, want fewer than one per pod", pods, allocs)
+	}
+	f.adc.nodeAdd(f.logger, n)
+	if !f.adc.dsw.NodeExists("n") {
+		t.Fatal("node n is not managed")
+	}
+	pod := objects[1].(*v1.Pod)
+	if allocs := testing.AllocsPerRun(5, func() { f.adc.processPodVolumes(f.logger, pod, true) }); allocs != 0 {
+		t.Errorf("a pod event with node-local volumes made %.0f allocations, want none", allocs)
 	}
 }
