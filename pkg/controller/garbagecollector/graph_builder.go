@@ -139,12 +139,20 @@ func NewDependencyGraphBuilder(
 		uidToNode:        newUIDToNode(),
 		attemptToDelete:  controller.NewNamedTypedQueue[*node](attemptToDeleteQueueName),
 		attemptToOrphan:  controller.NewNamedTypedQueue[*node](attemptToOrphanQueueName),
-		absentOwnerCache: newReferenceCache(500),
+		absentOwnerCache: newReferenceCache(absentOwnerCacheSize),
 		recentDeletes:    newRecentDeletes(),
 
 		terminatingNamespaces: map[string]struct{}{},
 	}
 }
+
+// absentOwnerCacheSize is how many owners verified absent are remembered.
+// A namespace's teardown deletes its owners in bursts (every Deployment,
+// then every ReplicaSet); a cache smaller than a burst forgets the first
+// owners before their dependents come up, and each of those then costs a
+// GET answered 404. An entry is a few hundred bytes, and a UID found
+// absent never comes back, so a large cache is never wrong.
+const absentOwnerCacheSize = 10000
 
 var defaultIgnoredResources = map[schema.GroupResource]struct{}{
 	{Group: "", Resource: "events"}:                 {},

@@ -1,6 +1,7 @@
 package garbagecollector
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -304,5 +305,23 @@ func TestQueuedItemDeletedMeanwhileNeedsNoLookup(t *testing.T) {
 	}
 	if actions := g.client.Actions(); len(actions) != 0 {
 		t.Fatalf("API calls %v, want none", actions)
+	}
+}
+
+func TestAbsentOwnersOfATeardownBurstAreRemembered(t *testing.T) {
+	g := newTestGC(t)
+	// A namespace of 2,000 Deployments (or ReplicaSets) deleted at once.
+	const owners = 2000
+	for i := range owners {
+		name, uid := fmt.Sprintf("owner-%d", i), types.UID(fmt.Sprintf("owner-%d-uid", i))
+		g.observe(addEvent, cm("ns", name, uid), nil)
+		g.observe(addEvent, cm("ns", name+"-dep", uid+"-dep", ref("ConfigMap", name, uid)), nil)
+	}
+	for i := range owners {
+		g.observe(deleteEvent, cm("ns", fmt.Sprintf("owner-%d", i), types.UID(fmt.Sprintf("owner-%d-uid", i))), nil)
+	}
+	first := objectReference{OwnerReference: ref("ConfigMap", "owner-0", "owner-0-uid"), Namespace: "ns"}
+	if !g.absentOwnerCache.Has(first) {
+		t.Errorf("the first of %d owners deleted together was forgotten: its dependents would each look it up again", owners)
 	}
 }
