@@ -36,6 +36,8 @@
 #   BENCH_KEEP_AUDIT (0)  1 keeps each run's audit log (for hack/bench/timeline.py)
 #   BENCH_AUDIT_STEPS (0) 1 logs ReplicaSet spec updates with their bodies
 #                         (with BENCH_KEEP_AUDIT=1, for hack/bench/steps.py)
+#   BENCH_OURS_BINARY     what runs as ours (default the bench build); for
+#                         experiments such as a wrapper that sets GOGC
 # 110 pods fit on a kwok node; nodes = ceil(P/100)+1.
 set -euo pipefail
 
@@ -67,7 +69,7 @@ done
 # The commit the binary is built from, for the report.
 COMMIT="$(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD -- . ':!README.md' || echo '-dirty')"
 (cd "${ROOT}" && make -s bench-build)
-OURS="${BIN}/kube-controller-manager-bench"
+OURS="${BENCH_OURS_BINARY:-${BIN}/kube-controller-manager-bench}"
 UPSTREAM="${BIN}/kube-controller-manager-upstream"
 mkdir -p "${OUT}"
 
