@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -27,6 +29,9 @@ const (
 	// PodTemplateHashIndex names the pod informer index from
 	// AddPodTemplateHashIndexer.
 	PodTemplateHashIndex = "podTemplateHash"
+
+	// PodLabelsIndex names the pod informer index from AddPodLabelsIndexer.
+	PodLabelsIndex = "podLabels"
 )
 
 // KeyFunc is the key controllers queue objects under: namespace/name, and
@@ -204,6 +209,104 @@ func AddPodLabelIndexer(podInformer cache.SharedIndexInformer, index, key string
 	})
 }
 
+// podLabelsIndexValue is a PodLabelsIndex value. A namespace has no "/"
+// and a label key no "=", so distinct triples never share a value.
+func podLabelsIndexValue(namespace, key, value string) string {
+	return namespace + "/" + key + "=" + value
+}
+
+// AddPodLabelsIndexer indexes pods by namespace and each of their labels
+// (one entry per key=value), so the pods an equality selector picks are
+// found by looking at one bucket instead of matching every pod of the
+// namespace. A no-op if already added.
+func AddPodLabelsIndexer(podInformer cache.SharedIndexInformer) error {
+	if _, ok := podInformer.GetIndexer().GetIndexers()[PodLabelsIndex]; ok {
+		return nil
+	}
+	return podInformer.AddIndexers(cache.Indexers{
+		PodLabelsIndex: func(obj interface{}) ([]string, error) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok || len(pod.Labels) == 0 {
+				return nil, nil
+			}
+			values := make([]string, 0, len(pod.Labels))
+			for k, v := range pod.Labels {
+				values = append(values, podLabelsIndexValue(pod.Namespace, k, v))
+			}
+			return values, nil
+		},
+	})
+}
+
+// ListPodsByLabels returns the pods in namespace that selector selects,
+// like a namespaced lister List. With PodLabelsIndex on podIndexer and a
+// selector requiring at least one label to have a single value, only the
+// smallest such bucket is matched; otherwise every pod of the namespace is.
+// Both give the same pods: a pod outside a required bucket can't match.
+func ListPodsByLabels(podIndexer cache.Indexer, namespace string, selector labels.Selector) ([]*v1.Pod, error) {
+	var pods []*v1.Pod
+	if candidates, narrowed, err := smallestLabelBucket(podIndexer, namespace, selector); err != nil {
+		return nil, err
+	} else if narrowed {
+		for _, o := range candidates {
+			if p, ok := o.(*v1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
+				pods = append(pods, p)
+			}
+		}
+		return pods, nil
+	}
+	err := cache.ListAllByNamespace(podIndexer, namespace, selector, func(o interface{}) {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	})
+	return pods, err
+}
+
+// smallestLabelBucket returns the fewest pods of PodLabelsIndex under one
+// of the key=value pairs selector requires, and false when the index is
+// missing or selector pins no label.
+func smallestLabelBucket(podIndexer cache.Indexer, namespace string, selector labels.Selector) ([]interface{}, bool, error) {
+	if _, indexed := podIndexer.GetIndexers()[PodLabelsIndex]; !indexed {
+		return nil, false, nil
+	}
+	reqs, selectable := selector.Requirements()
+	if !selectable {
+		return nil, false, nil
+	}
+	var best []interface{}
+	found := false
+	for _, r := range reqs {
+		value, pinned := singleValue(r)
+		if !pinned {
+			continue
+		}
+		objs, err := podIndexer.ByIndex(PodLabelsIndex, podLabelsIndexValue(namespace, r.Key(), value))
+		if err != nil {
+			return nil, false, err
+		}
+		if !found || len(objs) < len(best) {
+			best, found = objs, true
+		}
+		if len(best) == 0 {
+			break
+		}
+	}
+	return best, found, nil
+}
+
+// singleValue returns the one value requirement r allows, if it allows
+// exactly one.
+func singleValue(r labels.Requirement) (string, bool) {
+	switch r.Operator() {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		if vals := r.Values(); vals.Len() == 1 {
+			return vals.UnsortedList()[0], true
+		}
+	}
+	return "", false
+}
+
 // ListPodsBySelector returns the pods in namespace that selector selects,
 // like a namespaced lister List, through PodTemplateHashIndex when the
 // selector pins pod-template-hash (every Deployment-owned ReplicaSet's does).
@@ -247,13 +350,9 @@ func pinnedValue(selector labels.Selector, key string) (string, bool) {
 		return "", false
 	}
 	for _, r := range reqs {
-		if r.Key() != key {
-			continue
-		}
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-			if vals := r.Values(); vals.Len() == 1 {
-				return vals.UnsortedList()[0], true
+		if r.Key() == key {
+			if value, ok := singleValue(r); ok {
+				return value, true
 			}
 		}
 	}
@@ -331,4 +430,35 @@ func FindMinNextPodAvailabilityCheck(pods []*v1.Pod, minReadySeconds int32, eval
 	}
 	zero := time.Duration(0)
 	return &zero
+}
+
+// LabelIndexedPodLister returns a pod lister over podInformer whose
+// namespaced List goes through PodLabelsIndex (see ListPodsByLabels); it
+// adds the index if missing and falls back to a namespace scan if that
+// fails.
+func LabelIndexedPodLister(podInformer cache.SharedIndexInformer) corelisters.PodLister {
+	if err := AddPodLabelsIndexer(podInformer); err != nil {
+		utilruntime.HandleError(fmt.Errorf("adding the pod labels index: %w", err))
+	}
+	indexer := podInformer.GetIndexer()
+	return labelIndexedPodLister{PodLister: corelisters.NewPodLister(indexer), indexer: indexer}
+}
+
+type labelIndexedPodLister struct {
+	corelisters.PodLister
+	indexer cache.Indexer
+}
+
+func (l labelIndexedPodLister) Pods(namespace string) corelisters.PodNamespaceLister {
+	return labelIndexedPodNamespaceLister{PodNamespaceLister: l.PodLister.Pods(namespace), indexer: l.indexer, namespace: namespace}
+}
+
+type labelIndexedPodNamespaceLister struct {
+	corelisters.PodNamespaceLister
+	indexer   cache.Indexer
+	namespace string
+}
+
+func (l labelIndexedPodNamespaceLister) List(selector labels.Selector) ([]*v1.Pod, error) {
+	return ListPodsByLabels(l.indexer, l.namespace, selector)
 }

@@ -288,3 +288,170 @@ func TestListPodsPinnedByUsesIndex(t *testing.T) {
 		}
 	}
 }
+
+// A selector pinning any label goes through the smallest of its label
+// buckets and finds exactly what a namespace scan finds; one pinning no
+// label, or an indexer without the index, scans the namespace.
+func TestListPodsByLabelsUsesSmallestBucket(t *testing.T) {
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := AddPodLabelsIndexer(inf); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddPodLabelsIndexer(inf); err != nil {
+		t.Fatalf("adding the index twice: %v", err)
+	}
+	store := inf.GetIndexer()
+	pod := func(ns, name string, lbls map[string]string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls}}
+	}
+	for _, p := range []*v1.Pod{
+		pod("a", "web-1", map[string]string{"app": "web", "tier": "front"}),
+		pod("a", "web-2", map[string]string{"app": "web", "tier": "front", "canary": "yes"}),
+		pod("a", "api-1", map[string]string{"app": "api", "tier": "front"}),
+		pod("a", "api-2", map[string]string{"app": "api", "tier": "back"}),
+		pod("a", "bare", nil),
+		pod("b", "web-other-ns", map[string]string{"app": "web", "tier": "front"}),
+	} {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A relabeled pod moves buckets.
+	if err := store.Update(pod("a", "api-2", map[string]string{"app": "web", "tier": "back"})); err != nil {
+		t.Fatal(err)
+	}
+	plain := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range store.List() {
+		if err := plain.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		selector string
+		want     []string
+		// candidates is how many pods the chosen bucket holds, -1 for a
+		// namespace scan.
+		candidates int
+	}{
+		{"app=web", []string{"api-2", "web-1", "web-2"}, 3},
+		{"app in (web)", []string{"api-2", "web-1", "web-2"}, 3},
+		{"app=web,canary=yes", []string{"web-2"}, 1},
+		{"canary=yes,tier=front", []string{"web-2"}, 1},
+		{"app=web,tier=back", []string{"api-2"}, 1},
+		{"app=web,canary!=yes", []string{"api-2", "web-1"}, 3},
+		{"app=web,tier=nothing", nil, 0},
+		{"app in (web,api)", []string{"api-1", "api-2", "web-1", "web-2"}, -1},
+		{"app", []string{"api-1", "api-2", "web-1", "web-2"}, -1},
+		{"app!=web", []string{"api-1", "bare"}, -1},
+		{"", []string{"api-1", "api-2", "bare", "web-1", "web-2"}, -1},
+	} {
+		sel, err := labels.Parse(tc.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spy := &bucketSpy{Indexer: store}
+		got := podNames(t, func() ([]*v1.Pod, error) { return ListPodsByLabels(spy, "a", sel) })
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got %v, want %v", tc.selector, got, tc.want)
+		}
+		if scanned := podNames(t, func() ([]*v1.Pod, error) { return ListPodsByLabels(plain, "a", sel) }); !slices.Equal(scanned, tc.want) {
+			t.Errorf("%q without the index: got %v, want %v", tc.selector, scanned, tc.want)
+		}
+		scannedNamespace := slices.Contains(spy.indexes, cache.NamespaceIndex)
+		if scannedNamespace != (tc.candidates < 0) {
+			t.Errorf("%q: looked up through %v, want a namespace scan: %v", tc.selector, spy.indexes, tc.candidates < 0)
+		}
+		bucket, narrowed, err := smallestLabelBucket(store, "a", sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if narrowed != (tc.candidates >= 0) || (narrowed && len(bucket) != tc.candidates) {
+			t.Errorf("%q: bucket of %d pods (narrowed %v), want %d", tc.selector, len(bucket), narrowed, tc.candidates)
+		}
+	}
+}
+
+type bucketSpy struct {
+	cache.Indexer
+	indexes []string
+}
+
+func (s *bucketSpy) ByIndex(name, value string) ([]interface{}, error) {
+	s.indexes = append(s.indexes, name)
+	return s.Indexer.ByIndex(name, value)
+}
+
+func (s *bucketSpy) Index(name string, obj interface{}) ([]interface{}, error) {
+	s.indexes = append(s.indexes, name)
+	return s.Indexer.Index(name, obj)
+}
+
+func podNames(t *testing.T, list func() ([]*v1.Pod, error)) []string {
+	t.Helper()
+	pods, err := list()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LabelIndexedPodLister adds the labels index and lists through it, and
+// its other methods are the plain lister's.
+func TestLabelIndexedPodLister(t *testing.T) {
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	lister := LabelIndexedPodLister(inf)
+	if _, ok := inf.GetIndexer().GetIndexers()[PodLabelsIndex]; !ok {
+		t.Fatalf("no %s index added", PodLabelsIndex)
+	}
+	for _, p := range []*v1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web", Labels: map[string]string{"app": "web"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "api", Labels: map[string]string{"app": "api"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "web-b", Labels: map[string]string{"app": "web"}}},
+	} {
+		if err := inf.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel := labels.SelectorFromSet(labels.Set{"app": "web"})
+	if got := podNames(t, func() ([]*v1.Pod, error) { return lister.Pods("a").List(sel) }); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("List(app=web) in a = %v", got)
+	}
+	if got := podNames(t, func() ([]*v1.Pod, error) { return lister.List(sel) }); !slices.Equal(got, []string{"web", "web-b"}) {
+		t.Errorf("List(app=web) in all namespaces = %v", got)
+	}
+	if p, err := lister.Pods("b").Get("web-b"); err != nil || p.Name != "web-b" {
+		t.Errorf("Get = %v, %v", p, err)
+	}
+}
+
+// The namespaced List reads the labels index: with an index that leaves a
+// pod out, the pod is not listed (a namespace scan would list it).
+func TestLabelIndexedPodListerReadsTheIndex(t *testing.T) {
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	err := inf.AddIndexers(cache.Indexers{PodLabelsIndex: func(obj interface{}) ([]string, error) {
+		if pod := obj.(*v1.Pod); pod.Name != "unindexed" {
+			return []string{podLabelsIndexValue(pod.Namespace, "app", pod.Labels["app"])}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := LabelIndexedPodLister(inf)
+	for _, name := range []string{"indexed", "unindexed"} {
+		if err := inf.GetIndexer().Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, Labels: map[string]string{"app": "web"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := podNames(t, func() ([]*v1.Pod, error) {
+		return lister.Pods("a").List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	})
+	if !slices.Equal(got, []string{"indexed"}) {
+		t.Errorf("List = %v, want only the indexed pod", got)
+	}
+}

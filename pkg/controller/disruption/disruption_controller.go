@@ -138,7 +138,7 @@ func NewControllerInternal(
 		scaleNamespacer:           scaleNamespacer,
 		discoveryClient:           discovery.ToDiscoveryInterfaceWithContext(discoveryClient),
 		pdbLister:                 pdbInformer.Lister(),
-		podLister:                 podInformer.Lister(),
+		podLister:                 controller.LabelIndexedPodLister(podInformer.Informer()),
 		rcLister:                  rcInformer.Lister(),
 		rsLister:                  rsInformer.Lister(),
 		dLister:                   dInformer.Lister(),

@@ -19,6 +19,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
@@ -480,4 +481,23 @@ func TestNoRecheckWithoutDisruptedPods(t *testing.T) {
 	if f.dc.recheckQueue.Len() != 0 {
 		t.Fatal("unexpected recheck")
 	}
+}
+
+// A budget's pods come from the pod labels index (the fixture's pods carry
+// the label the budgets select on).
+func TestBudgetPodsComeFromTheLabelsIndex(t *testing.T) {
+	f := newFixture(t)
+	if _, ok := f.factory.Core().V1().Pods().Informer().GetIndexer().GetIndexers()[controller.PodLabelsIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the pod informer", controller.PodLabelsIndex)
+	}
+	moved := readyPod("moved")
+	f.add(minAvailablePDB("pdb", intstr.FromInt32(1)), readyPod("stays"), moved)
+	f.mustSync("pdb")
+	f.expectStatus("pdb", 1, 2, 1, 2, map[string]metav1.Time{})
+
+	moved = moved.DeepCopy()
+	moved.Labels = map[string]string{"other": "x"}
+	f.add(moved)
+	f.mustSync("pdb")
+	f.expectStatus("pdb", 0, 1, 1, 1, map[string]metav1.Time{})
 }

@@ -94,7 +94,8 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		UpdateFunc: e.onPodUpdate,
 		DeleteFunc: func(obj interface{}) { e.onPodUpdate(obj, nil) },
 	})
-	e.podLister = podInformer.Lister()
+	// Its List finds a selector's pods through the pod labels index.
+	e.podLister = controller.LabelIndexedPodLister(podInformer.Informer())
 	e.podsSynced = podInformer.Informer().HasSynced
 
 	// A deleted Endpoints is recreated if its Service still wants it.

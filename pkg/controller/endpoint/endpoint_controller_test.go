@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 type fixture struct {
@@ -261,5 +263,41 @@ func TestRepackSubsetsMergesPortsAndReadiness(t *testing.T) {
 	})
 	if len(got) != 1 || len(got[0].Ports) != 2 || len(got[0].Addresses) != 1 || len(got[0].NotReadyAddresses) != 1 {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+// A Service's pods come from the pod labels index, which follows a pod
+// whose labels no longer match.
+func TestServicePodsComeFromTheLabelsIndex(t *testing.T) {
+	f := newFixture(t)
+	if _, ok := f.factory.Core().V1().Pods().Informer().GetIndexer().GetIndexers()[controller.PodLabelsIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the pod informer", controller.PodLabelsIndex)
+	}
+	f.add(newService("web"))
+	f.add(newPod("web", 1, true))
+	moved := newPod("web", 2, true)
+	f.add(moved)
+	f.add(newPod("api", 3, true))
+	if err := f.c.syncService(f.ctx, "ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	ep := f.endpoints("web")
+	if got := len(ep.Subsets[0].Addresses); got != 2 {
+		t.Fatalf("%d ready addresses, want 2", got)
+	}
+	ep.ResourceVersion = "1"
+	f.add(ep)
+
+	moved = moved.DeepCopy()
+	moved.Labels = map[string]string{"app": "api"}
+	if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Update(moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.syncService(f.ctx, "ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	addrs := f.endpoints("web").Subsets[0].Addresses
+	if len(addrs) != 1 || addrs[0].TargetRef.Name != "web-pod-1" {
+		t.Fatalf("addresses %+v, want only web-pod-1", addrs)
 	}
 }

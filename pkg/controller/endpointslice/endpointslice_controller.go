@@ -128,7 +128,8 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer,
 		UpdateFunc: c.onPodUpdate,
 		DeleteFunc: func(obj interface{}) { c.onPodUpdate(obj, nil) },
 	})
-	c.podLister = podInformer.Lister()
+	// Its List finds a selector's pods through the pod labels index.
+	c.podLister = controller.LabelIndexedPodLister(podInformer.Informer())
 	c.podsSynced = podInformer.Informer().HasSynced
 
 	c.nodeLister = nodeInformer.Lister()

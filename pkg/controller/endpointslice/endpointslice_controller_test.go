@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
 
@@ -580,5 +581,42 @@ func TestPodEventsQueueMatchingServices(t *testing.T) {
 	f.c.onPodUpdate(cur, cur)
 	if f.c.podQueue.Len() != 0 {
 		t.Fatal("resync queued a key")
+	}
+}
+
+// A Service's pods come from the pod labels index, which follows a pod
+// whose labels no longer match.
+func TestServicePodsComeFromTheLabelsIndex(t *testing.T) {
+	f := newFixture(t, 100)
+	pods := f.factory.Core().V1().Pods().Informer().GetIndexer()
+	if _, ok := pods.GetIndexers()[controller.PodLabelsIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the pod informer", controller.PodLabelsIndex)
+	}
+	f.addNode("node-1", "zone-a")
+	f.addService(newService("web"))
+	f.addPod(newPod("web", 1, true))
+	moved := newPod("web", 2, true)
+	f.addPod(moved)
+	f.addPod(newPod("api", 3, true))
+	if err := f.sync("ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	f.syncCache()
+	if got := len(f.slices()[0].Endpoints); got != 2 {
+		t.Fatalf("%d endpoints, want 2", got)
+	}
+
+	moved = moved.DeepCopy()
+	moved.Labels = map[string]string{"app": "api"}
+	moved.ResourceVersion = "2"
+	if err := pods.Update(moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sync("ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	eps := f.slices()[0].Endpoints
+	if len(eps) != 1 || eps[0].TargetRef.Name != "web-pod-1" {
+		t.Fatalf("endpoints %+v, want only web-pod-1", eps)
 	}
 }

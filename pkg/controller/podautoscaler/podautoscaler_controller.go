@@ -160,7 +160,7 @@ func NewController(
 		monitor:                      promMonitor{},
 		hpaLister:                    hpaInformer.Lister(),
 		hpaListerSynced:              hpaInformer.Informer().HasSynced,
-		podLister:                    podInformer.Lister(),
+		podLister:                    controller.LabelIndexedPodLister(podInformer.Informer()),
 		podListerSynced:              podInformer.Informer().HasSynced,
 		// Every requeue waits one sync period: that is the resync loop.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 const cpuReason = "cpu resource utilization (percentage of request)"
@@ -576,5 +578,14 @@ func TestDeletedHPAIsForgotten(t *testing.T) {
 	}
 	if _, ok := f.ctrl.recommendations[key]; ok {
 		t.Error("recommendations of a deleted HPA kept")
+	}
+}
+
+// The controller's pod lister is the label-indexed one (every HPA lists
+// its target's pods each sync period).
+func TestPodsListedThroughTheLabelsIndex(t *testing.T) {
+	f := newFixture(t, 3)
+	if _, ok := f.factory.Core().V1().Pods().Informer().GetIndexer().GetIndexers()[controller.PodLabelsIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the pod informer", controller.PodLabelsIndex)
 	}
 }
