@@ -265,9 +265,10 @@ func ListPodsByLabels(podIndexer cache.Indexer, namespace string, selector label
 
 // smallestLabelBucket returns the fewest pods of PodLabelsIndex under one
 // of the key=value pairs selector requires, and false when the index is
-// missing or selector pins no label.
+// missing, selector pins no label or namespace is all of them (buckets are
+// per namespace).
 func smallestLabelBucket(podIndexer cache.Indexer, namespace string, selector labels.Selector) ([]interface{}, bool, error) {
-	if _, indexed := podIndexer.GetIndexers()[PodLabelsIndex]; !indexed {
+	if _, indexed := podIndexer.GetIndexers()[PodLabelsIndex]; !indexed || namespace == metav1.NamespaceAll {
 		return nil, false, nil
 	}
 	reqs, selectable := selector.Requirements()

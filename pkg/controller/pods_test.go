@@ -424,6 +424,9 @@ func TestLabelIndexedPodLister(t *testing.T) {
 	if got := podNames(t, func() ([]*v1.Pod, error) { return lister.List(sel) }); !slices.Equal(got, []string{"web", "web-b"}) {
 		t.Errorf("List(app=web) in all namespaces = %v", got)
 	}
+	if got := podNames(t, func() ([]*v1.Pod, error) { return lister.Pods(metav1.NamespaceAll).List(sel) }); !slices.Equal(got, []string{"web", "web-b"}) {
+		t.Errorf("Pods(all namespaces).List(app=web) = %v", got)
+	}
 	if p, err := lister.Pods("b").Get("web-b"); err != nil || p.Name != "web-b" {
 		t.Errorf("Get = %v, %v", p, err)
 	}
