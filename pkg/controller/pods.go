@@ -244,10 +244,18 @@ func AddPodLabelsIndexer(podInformer cache.SharedIndexInformer) error {
 // smallest such bucket is matched; otherwise every pod of the namespace is.
 // Both give the same pods: a pod outside a required bucket can't match.
 func ListPodsByLabels(podIndexer cache.Indexer, namespace string, selector labels.Selector) ([]*v1.Pod, error) {
-	var pods []*v1.Pod
-	if candidates, narrowed, err := smallestLabelBucket(podIndexer, namespace, selector); err != nil {
+	candidates, narrowed, err := smallestLabelBucket(podIndexer, namespace, selector)
+	if err != nil {
 		return nil, err
-	} else if narrowed {
+	}
+	return selectPods(podIndexer, namespace, selector, candidates, narrowed)
+}
+
+// selectPods returns the candidates selector matches when narrowed, and
+// else the pods of namespace it matches.
+func selectPods(podIndexer cache.Indexer, namespace string, selector labels.Selector, candidates []interface{}, narrowed bool) ([]*v1.Pod, error) {
+	var pods []*v1.Pod
+	if narrowed {
 		for _, o := range candidates {
 			if p, ok := o.(*v1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
 				pods = append(pods, p)
@@ -321,27 +329,16 @@ func ListPodsBySelector(podIndexer cache.Indexer, namespace string, selector lab
 // are matched; otherwise every pod of the namespace is. Both give the same
 // pods: a pod without that value can't match.
 func ListPodsPinnedBy(podIndexer cache.Indexer, index, key, namespace string, selector labels.Selector) ([]*v1.Pod, error) {
-	var pods []*v1.Pod
 	if value, pinned := pinnedValue(selector, key); pinned {
 		if _, indexed := podIndexer.GetIndexers()[index]; indexed {
 			objs, err := podIndexer.ByIndex(index, namespace+"/"+value)
 			if err != nil {
 				return nil, err
 			}
-			for _, o := range objs {
-				if p, ok := o.(*v1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
-					pods = append(pods, p)
-				}
-			}
-			return pods, nil
+			return selectPods(podIndexer, namespace, selector, objs, true)
 		}
 	}
-	err := cache.ListAllByNamespace(podIndexer, namespace, selector, func(o interface{}) {
-		if p, ok := o.(*v1.Pod); ok {
-			pods = append(pods, p)
-		}
-	})
-	return pods, err
+	return selectPods(podIndexer, namespace, selector, nil, false)
 }
 
 // pinnedValue returns the one value selector requires label key to have.

@@ -349,7 +349,7 @@ func TestListPodsByLabelsUsesSmallestBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spy := &bucketSpy{Indexer: store}
+		spy := &indexSpy{Indexer: store}
 		got := podNames(t, func() ([]*v1.Pod, error) { return ListPodsByLabels(spy, "a", sel) })
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%q: got %v, want %v", tc.selector, got, tc.want)
@@ -357,9 +357,9 @@ func TestListPodsByLabelsUsesSmallestBucket(t *testing.T) {
 		if scanned := podNames(t, func() ([]*v1.Pod, error) { return ListPodsByLabels(plain, "a", sel) }); !slices.Equal(scanned, tc.want) {
 			t.Errorf("%q without the index: got %v, want %v", tc.selector, scanned, tc.want)
 		}
-		scannedNamespace := slices.Contains(spy.indexes, cache.NamespaceIndex)
+		scannedNamespace := slices.Contains(spy.used, cache.NamespaceIndex)
 		if scannedNamespace != (tc.candidates < 0) {
-			t.Errorf("%q: looked up through %v, want a namespace scan: %v", tc.selector, spy.indexes, tc.candidates < 0)
+			t.Errorf("%q: looked up through %v, want a namespace scan: %v", tc.selector, spy.used, tc.candidates < 0)
 		}
 		bucket, narrowed, err := smallestLabelBucket(store, "a", sel)
 		if err != nil {
@@ -369,21 +369,6 @@ func TestListPodsByLabelsUsesSmallestBucket(t *testing.T) {
 			t.Errorf("%q: bucket of %d pods (narrowed %v), want %d", tc.selector, len(bucket), narrowed, tc.candidates)
 		}
 	}
-}
-
-type bucketSpy struct {
-	cache.Indexer
-	indexes []string
-}
-
-func (s *bucketSpy) ByIndex(name, value string) ([]interface{}, error) {
-	s.indexes = append(s.indexes, name)
-	return s.Indexer.ByIndex(name, value)
-}
-
-func (s *bucketSpy) Index(name string, obj interface{}) ([]interface{}, error) {
-	s.indexes = append(s.indexes, name)
-	return s.Indexer.Index(name, obj)
 }
 
 func podNames(t *testing.T, list func() ([]*v1.Pod, error)) []string {
