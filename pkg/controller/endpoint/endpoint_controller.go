@@ -48,7 +48,9 @@ type Controller struct {
 	eventBroadcaster record.EventBroadcaster
 	eventRecorder    record.EventRecorder
 
-	serviceLister   corelisters.ServiceLister
+	serviceLister corelisters.ServiceLister
+	// serviceIndexer finds the Services selecting a pod by its labels.
+	serviceIndexer  cache.Indexer
 	podLister       corelisters.PodLister
 	endpointsLister corelisters.EndpointsLister
 	servicesSynced  cache.InformerSynced
@@ -87,6 +89,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		DeleteFunc: e.enqueue,
 	})
 	e.serviceLister = serviceInformer.Lister()
+	e.serviceIndexer = controller.SelectorIndexedServices(serviceInformer.Informer())
 	e.servicesSynced = serviceInformer.Informer().HasSynced
 
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -150,7 +153,7 @@ func (e *Controller) onPodUpdate(old, cur interface{}) {
 }
 
 func (e *Controller) syncPod(_ context.Context, key *endpointsliceutil.PodProjectionKey) error {
-	services, err := endpointsliceutil.GetServicesToUpdate(e.serviceLister, key)
+	services, err := controller.ServicesToUpdate(e.serviceIndexer, key)
 	if err != nil {
 		return err
 	}

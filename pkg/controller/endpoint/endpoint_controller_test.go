@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -299,5 +300,38 @@ func TestServicePodsComeFromTheLabelsIndex(t *testing.T) {
 	addrs := f.endpoints("web").Subsets[0].Addresses
 	if len(addrs) != 1 || addrs[0].TargetRef.Name != "web-pod-1" {
 		t.Fatalf("addresses %+v, want only web-pod-1", addrs)
+	}
+}
+
+// A pod change queues the Services selecting the pod (before and after a
+// relabel), found through the Service selector index.
+func TestPodEventsQueueSelectingServices(t *testing.T) {
+	f := newFixture(t)
+	if _, ok := f.factory.Core().V1().Services().Informer().GetIndexer().GetIndexers()[controller.ServiceSelectorIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the Service informer", controller.ServiceSelectorIndex)
+	}
+	f.add(newService("web"))
+	f.add(newService("api"))
+	f.add(newService("db"))
+	old := newPod("web", 1, true)
+	old.ResourceVersion = "1"
+	cur := old.DeepCopy()
+	cur.ResourceVersion = "2"
+	cur.Labels = map[string]string{"app": "api"}
+	f.c.onPodUpdate(old, cur)
+	key, _ := f.c.podQueue.Get()
+	if err := f.c.syncPod(f.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	f.c.podQueue.Done(key)
+	var queued []string
+	for f.c.queue.Len() > 0 {
+		k, _ := f.c.queue.Get()
+		queued = append(queued, k)
+		f.c.queue.Done(k)
+	}
+	slices.Sort(queued)
+	if !slices.Equal(queued, []string{"ns/api", "ns/web"}) {
+		t.Fatalf("queued %v, want ns/api and ns/web", queued)
 	}
 }

@@ -55,7 +55,9 @@ type Controller struct {
 	eventBroadcaster record.EventBroadcaster
 	eventRecorder    record.EventRecorder
 
-	serviceLister        corelisters.ServiceLister
+	serviceLister corelisters.ServiceLister
+	// serviceIndexer finds the Services selecting a pod by its labels.
+	serviceIndexer       cache.Indexer
 	podLister            corelisters.PodLister
 	nodeLister           corelisters.NodeLister
 	endpointSliceLister  discoverylisters.EndpointSliceLister
@@ -121,6 +123,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer,
 		DeleteFunc: c.enqueueService,
 	})
 	c.serviceLister = serviceInformer.Lister()
+	c.serviceIndexer = controller.SelectorIndexedServices(serviceInformer.Informer())
 	c.servicesSynced = serviceInformer.Informer().HasSynced
 
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -153,7 +156,8 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer,
 		UpdateFunc: func(old, cur interface{}) { c.onEndpointSliceUpdate(logger, old, cur) },
 		DeleteFunc: c.onEndpointSliceDelete,
 	})
-	c.endpointSliceLister = endpointSliceInformer.Lister()
+	// Its List finds a Service's slices through the EndpointSlice Service index.
+	c.endpointSliceLister = controller.ServiceIndexedEndpointSliceLister(endpointSliceInformer.Informer())
 	c.endpointSlicesSynced = endpointSliceInformer.Informer().HasSynced
 
 	c.reconciler = &reconciler{
@@ -305,7 +309,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 }
 
 func (c *Controller) syncPod(_ context.Context, key *endpointsliceutil.PodProjectionKey) error {
-	services, err := endpointsliceutil.GetServicesToUpdate(c.serviceLister, key)
+	services, err := controller.ServicesToUpdate(c.serviceIndexer, key)
 	if err != nil {
 		return err
 	}

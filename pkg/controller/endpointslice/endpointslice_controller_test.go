@@ -557,8 +557,12 @@ func TestRecreatedServiceReplacesForeignSlices(t *testing.T) {
 	}
 }
 
+// A pod's Services are found through the Service selector index.
 func TestPodEventsQueueMatchingServices(t *testing.T) {
 	f := newFixture(t, 100)
+	if _, ok := f.factory.Core().V1().Services().Informer().GetIndexer().GetIndexers()[controller.ServiceSelectorIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the Service informer", controller.ServiceSelectorIndex)
+	}
 	f.addService(newService("web"))
 	f.addService(newService("api"))
 	old := newPod("web", 1, true)
@@ -585,9 +589,13 @@ func TestPodEventsQueueMatchingServices(t *testing.T) {
 }
 
 // A Service's pods come from the pod labels index, which follows a pod
-// whose labels no longer match.
+// whose labels no longer match, and its slices from the EndpointSlice
+// Service index.
 func TestServicePodsComeFromTheLabelsIndex(t *testing.T) {
 	f := newFixture(t, 100)
+	if _, ok := f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer().GetIndexers()[controller.EndpointSliceServiceIndex]; !ok {
+		t.Fatalf("the controller did not add the %s index to the EndpointSlice informer", controller.EndpointSliceServiceIndex)
+	}
 	pods := f.factory.Core().V1().Pods().Informer().GetIndexer()
 	if _, ok := pods.GetIndexers()[controller.PodLabelsIndex]; !ok {
 		t.Fatalf("the controller did not add the %s index to the pod informer", controller.PodLabelsIndex)

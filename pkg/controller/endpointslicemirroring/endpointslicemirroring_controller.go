@@ -123,7 +123,9 @@ func NewController(ctx context.Context, endpointsInformer coreinformers.Endpoint
 		UpdateFunc: func(old, cur interface{}) { c.onEndpointSliceUpdate(logger, old, cur) },
 		DeleteFunc: c.onEndpointSliceDelete,
 	})
-	c.endpointSliceLister = endpointSliceInformer.Lister()
+	// Its List finds an Endpoints object's mirrored slices through the
+	// EndpointSlice Service index.
+	c.endpointSliceLister = controller.ServiceIndexedEndpointSliceLister(endpointSliceInformer.Informer())
 	c.endpointSlicesSynced = endpointSliceInformer.Informer().HasSynced
 
 	_, _ = serviceInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/endpointslice"
 	"github.com/kcmclone/kube-controller-manager/pkg/controller/testutil"
 )
@@ -277,6 +278,8 @@ func TestSyncMirrorsSelectorlessService(t *testing.T) {
 	}
 }
 
+// The mirrored slices to remove are found through the EndpointSlice
+// Service index; slices of other managers stay.
 func TestSyncCleansUpWhenNotMirrored(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -296,6 +299,9 @@ func TestSyncCleansUpWhenNotMirrored(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 1000)
+			if _, ok := f.factory.Discovery().V1().EndpointSlices().Informer().GetIndexer().GetIndexers()[controller.EndpointSliceServiceIndex]; !ok {
+				t.Fatalf("the controller did not add the %s index to the EndpointSlice informer", controller.EndpointSliceServiceIndex)
+			}
 			if tc.service != nil {
 				f.add(tc.service)
 			}
