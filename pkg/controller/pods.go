@@ -165,17 +165,12 @@ func PodControllerIndexKey(namespace string, ref *metav1.OwnerReference) string 
 // controller can list its pods without scanning the namespace. It is a no-op
 // if another controller sharing the informer already added it.
 func AddPodControllerIndexer(podInformer cache.SharedIndexInformer) error {
-	if _, ok := podInformer.GetIndexer().GetIndexers()[PodControllerIndex]; ok {
-		return nil
-	}
-	return podInformer.AddIndexers(cache.Indexers{
-		PodControllerIndex: func(obj interface{}) ([]string, error) {
-			pod, ok := obj.(*v1.Pod)
-			if !ok {
-				return nil, nil
-			}
-			return []string{PodControllerIndexKey(pod.Namespace, metav1.GetControllerOfNoCopy(pod))}, nil
-		},
+	return addIndexOnce(podInformer, PodControllerIndex, func(obj interface{}) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		return []string{PodControllerIndexKey(pod.Namespace, metav1.GetControllerOfNoCopy(pod))}, nil
 	})
 }
 
@@ -191,21 +186,16 @@ func AddPodTemplateHashIndexer(podInformer cache.SharedIndexInformer) error {
 // their label key (pods without it are not indexed). A no-op if index is
 // already added.
 func AddPodLabelIndexer(podInformer cache.SharedIndexInformer, index, key string) error {
-	if _, ok := podInformer.GetIndexer().GetIndexers()[index]; ok {
-		return nil
-	}
-	return podInformer.AddIndexers(cache.Indexers{
-		index: func(obj interface{}) ([]string, error) {
-			pod, ok := obj.(*v1.Pod)
-			if !ok {
-				return nil, nil
-			}
-			value, ok := pod.Labels[key]
-			if !ok {
-				return nil, nil
-			}
-			return []string{pod.Namespace + "/" + value}, nil
-		},
+	return addIndexOnce(podInformer, index, func(obj interface{}) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		value, ok := pod.Labels[key]
+		if !ok {
+			return nil, nil
+		}
+		return []string{pod.Namespace + "/" + value}, nil
 	})
 }
 
@@ -220,21 +210,16 @@ func podLabelsIndexValue(namespace, key, value string) string {
 // found by looking at one bucket instead of matching every pod of the
 // namespace. A no-op if already added.
 func AddPodLabelsIndexer(podInformer cache.SharedIndexInformer) error {
-	if _, ok := podInformer.GetIndexer().GetIndexers()[PodLabelsIndex]; ok {
-		return nil
-	}
-	return podInformer.AddIndexers(cache.Indexers{
-		PodLabelsIndex: func(obj interface{}) ([]string, error) {
-			pod, ok := obj.(*v1.Pod)
-			if !ok || len(pod.Labels) == 0 {
-				return nil, nil
-			}
-			values := make([]string, 0, len(pod.Labels))
-			for k, v := range pod.Labels {
-				values = append(values, podLabelsIndexValue(pod.Namespace, k, v))
-			}
-			return values, nil
-		},
+	return addIndexOnce(podInformer, PodLabelsIndex, func(obj interface{}) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || len(pod.Labels) == 0 {
+			return nil, nil
+		}
+		values := make([]string, 0, len(pod.Labels))
+		for k, v := range pod.Labels {
+			values = append(values, podLabelsIndexValue(pod.Namespace, k, v))
+		}
+		return values, nil
 	})
 }
 
@@ -459,4 +444,13 @@ type labelIndexedPodNamespaceLister struct {
 
 func (l labelIndexedPodNamespaceLister) List(selector labels.Selector) ([]*v1.Pod, error) {
 	return ListPodsByLabels(l.indexer, l.namespace, selector)
+}
+
+// addIndexOnce adds index name to informer unless it is there already
+// (controllers sharing an informer each ask for the indexes they use).
+func addIndexOnce(informer cache.SharedIndexInformer, name string, index cache.IndexFunc) error {
+	if _, ok := informer.GetIndexer().GetIndexers()[name]; ok {
+		return nil
+	}
+	return informer.AddIndexers(cache.Indexers{name: index})
 }

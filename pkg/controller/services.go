@@ -41,25 +41,20 @@ func serviceSelectorIndexValue(namespace, key, value string) string {
 // labels (plus the namespace's select-everything bucket). Services without
 // a selector select nothing and are not indexed. A no-op if already added.
 func AddServiceSelectorIndexer(serviceInformer cache.SharedIndexInformer) error {
-	if _, ok := serviceInformer.GetIndexer().GetIndexers()[ServiceSelectorIndex]; ok {
-		return nil
-	}
-	return serviceInformer.AddIndexers(cache.Indexers{
-		ServiceSelectorIndex: func(obj interface{}) ([]string, error) {
-			svc, ok := obj.(*v1.Service)
-			if !ok || svc.Spec.Selector == nil {
-				return nil, nil
-			}
-			if len(svc.Spec.Selector) == 0 {
-				return []string{serviceSelectorIndexValue(svc.Namespace, "", "")}, nil
-			}
-			keys := make([]string, 0, len(svc.Spec.Selector))
-			for k := range svc.Spec.Selector {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			return []string{serviceSelectorIndexValue(svc.Namespace, keys[0], svc.Spec.Selector[keys[0]])}, nil
-		},
+	return addIndexOnce(serviceInformer, ServiceSelectorIndex, func(obj interface{}) ([]string, error) {
+		svc, ok := obj.(*v1.Service)
+		if !ok || svc.Spec.Selector == nil {
+			return nil, nil
+		}
+		if len(svc.Spec.Selector) == 0 {
+			return []string{serviceSelectorIndexValue(svc.Namespace, "", "")}, nil
+		}
+		keys := make([]string, 0, len(svc.Spec.Selector))
+		for k := range svc.Spec.Selector {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return []string{serviceSelectorIndexValue(svc.Namespace, keys[0], svc.Spec.Selector[keys[0]])}, nil
 	})
 }
 
@@ -142,21 +137,16 @@ func SelectorIndexedServices(serviceInformer cache.SharedIndexInformer) cache.In
 // the Service they belong to (their kubernetes.io/service-name label). A
 // no-op if already added.
 func AddEndpointSliceServiceIndexer(sliceInformer cache.SharedIndexInformer) error {
-	if _, ok := sliceInformer.GetIndexer().GetIndexers()[EndpointSliceServiceIndex]; ok {
-		return nil
-	}
-	return sliceInformer.AddIndexers(cache.Indexers{
-		EndpointSliceServiceIndex: func(obj interface{}) ([]string, error) {
-			slice, ok := obj.(*discovery.EndpointSlice)
-			if !ok {
-				return nil, nil
-			}
-			service, ok := slice.Labels[discovery.LabelServiceName]
-			if !ok {
-				return nil, nil
-			}
-			return []string{slice.Namespace + "/" + service}, nil
-		},
+	return addIndexOnce(sliceInformer, EndpointSliceServiceIndex, func(obj interface{}) ([]string, error) {
+		slice, ok := obj.(*discovery.EndpointSlice)
+		if !ok {
+			return nil, nil
+		}
+		service, ok := slice.Labels[discovery.LabelServiceName]
+		if !ok {
+			return nil, nil
+		}
+		return []string{slice.Namespace + "/" + service}, nil
 	})
 }
 

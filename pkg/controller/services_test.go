@@ -183,3 +183,18 @@ func TestListEndpointSlicesBySelectorUsesServiceIndex(t *testing.T) {
 		}
 	}
 }
+
+// Controllers sharing an informer each ask for the indexes they use; the
+// second request is a no-op, not an indexer conflict.
+func TestIndexersAddedTwiceAreNoOps(t *testing.T) {
+	services := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Service{}, 0, cache.Indexers{})
+	slices := cache.NewSharedIndexInformer(&cache.ListWatch{}, &discovery.EndpointSlice{}, 0, cache.Indexers{})
+	for i := 0; i < 2; i++ {
+		if err := AddServiceSelectorIndexer(services); err != nil {
+			t.Fatalf("Service selector index, request %d: %v", i+1, err)
+		}
+		if err := AddEndpointSliceServiceIndexer(slices); err != nil {
+			t.Fatalf("EndpointSlice Service index, request %d: %v", i+1, err)
+		}
+	}
+}
