@@ -306,6 +306,8 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 			},
 		})
 	}
+	// A standby may wait long for its turn; startup is over either way.
+	releaseStartupPages(logger)
 	return runElections(ctx, c, id, electionChecker, elections)
 }
 
@@ -730,6 +732,7 @@ func (i *informerSyncCheck) watch(ctx context.Context, cc ControllerContext) {
 			i.mu.Lock()
 			i.synced = true
 			i.mu.Unlock()
+			releaseStartupPages(klog.FromContext(ctx))
 		}
 	}()
 }
