@@ -160,21 +160,28 @@ func parseMappingHeader(line string, fields []string) (fileMapping, error) {
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || end < start {
 		return bad()
 	}
-	// The path is the rest of the line after the inode; it may hold spaces.
-	path := line
-	for range 5 {
-		path = strings.TrimLeft(path, " \t")
-		if i := strings.IndexAny(path, " \t"); i >= 0 {
-			path = path[i:]
-		} else {
-			path = ""
-		}
-	}
 	return fileMapping{
-		start: uintptr(start), end: uintptr(end),
-		path:  strings.TrimSpace(path),
+		start:    uintptr(start),
+		end:      uintptr(end),
 		writable: fields[1][1] == 'w',
-		major:    uint32(major), minor: uint32(minor),
-		inode: inode,
+		major:    uint32(major),
+		minor:    uint32(minor),
+		inode:    inode,
+		path:     afterFields(line, 5),
 	}, nil
+}
+
+// afterFields is what follows the first n whitespace-separated fields of
+// line, trimmed: a mapping's path, which may hold spaces.
+func afterFields(line string, n int) string {
+	rest := line
+	for range n {
+		rest = strings.TrimLeft(rest, " \t")
+		i := strings.IndexAny(rest, " \t")
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i:]
+	}
+	return strings.TrimSpace(rest)
 }

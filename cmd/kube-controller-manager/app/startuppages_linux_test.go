@@ -69,6 +69,19 @@ func TestDroppableMappingsAreTheExecutablesCleanReadOnlyOnes(t *testing.T) {
 	}
 }
 
+func TestMappingPathsKeepTheirSpaces(t *testing.T) {
+	for line, want := range map[string]string{
+		"1000-2000 r-xp 00000000 fd:01 7    /opt/my tools/kcm":    "/opt/my tools/kcm",
+		"1000-2000 r-xp 00000000 fd:01 7 /bin/kcm (deleted)":      "/bin/kcm (deleted)",
+		"2c7642400000-2c7644400000 rw-p 00000000 00:00 0 ":        "",
+		"7ffd65102000-7ffd65123000 rw-p 00000000 00:00 0 [stack]": "[stack]",
+	} {
+		if got := afterFields(line, 5); got != want {
+			t.Errorf("path of %q = %q, want %q", line, got, want)
+		}
+	}
+}
+
 func TestParseSmapsRejectsGarbage(t *testing.T) {
 	if _, err := parseSmaps(strings.NewReader("not a mapping line at all\n")); err == nil {
 		t.Error("want an error for a malformed header")
