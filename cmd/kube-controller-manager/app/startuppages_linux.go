@@ -39,6 +39,9 @@ type fileMapping struct {
 	path         string
 	rssBytes     uint64
 	anonBytes    uint64
+	// anonKnown: smaps reported the private copies (a kernel or sandbox
+	// that does not is not trusted with a drop).
+	anonKnown bool
 }
 
 // dropExecutablePages unmaps the clean read-only mappings of the running
@@ -95,7 +98,7 @@ func (e executable) mapped(m fileMapping) bool {
 func droppableMappings(mappings []fileMapping, self executable) []fileMapping {
 	var out []fileMapping
 	for _, m := range mappings {
-		if self.mapped(m) && !m.writable && m.anonBytes == 0 {
+		if self.mapped(m) && !m.writable && m.anonKnown && m.anonBytes == 0 {
 			out = append(out, m)
 		}
 	}
@@ -128,6 +131,7 @@ func parseSmaps(r io.Reader) ([]fileMapping, error) {
 				m.rssBytes = kib * 1024
 			case "Anonymous:":
 				m.anonBytes = kib * 1024
+				m.anonKnown = true
 			}
 			continue
 		}
