@@ -47,32 +47,42 @@ type fileMapping struct {
 // dropExecutablePages unmaps the clean read-only mappings of the running
 // executable and returns how many resident bytes they held.
 func dropExecutablePages() (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/exe", &st); err != nil {
-		return 0, err
-	}
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		return 0, err
-	}
-	self := executable{major: unix.Major(st.Dev), minor: unix.Minor(st.Dev), inode: st.Ino, path: exe}
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		return 0, err
-	}
-	mappings, err := parseSmaps(f)
-	_ = f.Close()
+	mappings, err := droppableSelfMappings()
 	if err != nil {
 		return 0, err
 	}
 	var released uint64
-	for _, m := range droppableMappings(mappings, self) {
+	for _, m := range mappings {
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED); errno != 0 {
 			return released, fmt.Errorf("madvise %x-%x: %w", m.start, m.end, errno)
 		}
 		released += m.rssBytes
 	}
 	return released, nil
+}
+
+// droppableSelfMappings reads this process's smaps for the mappings
+// dropExecutablePages may drop.
+func droppableSelfMappings() ([]fileMapping, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &st); err != nil {
+		return nil, err
+	}
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, err
+	}
+	self := executable{major: unix.Major(st.Dev), minor: unix.Minor(st.Dev), inode: st.Ino, path: exe}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	mappings, err := parseSmaps(f)
+	if err != nil {
+		return nil, err
+	}
+	return droppableMappings(mappings, self), nil
 }
 
 // executable identifies the running binary's file. On overlayfs (a
