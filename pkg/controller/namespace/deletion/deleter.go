@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
 )
 
@@ -271,37 +273,60 @@ func (d *namespacedResourcesDeleter) deleteCollection(ctx context.Context, gvr s
 	}
 }
 
-// list returns the items, whether list is supported, and an error only
-// when it is but failed.
-func (d *namespacedResourcesDeleter) list(ctx context.Context, gvr schema.GroupVersionResource, ns string) (*metav1.PartialObjectMetadataList, bool, error) {
+// listPageSize bounds one list response. A namespace being emptied may
+// hold tens of thousands of pods, and one response listing them all is
+// decoded at once: the largest allocation of a mass delete (upstream lists
+// without a limit).
+const listPageSize = 500
+
+// eachListItem hands fn every item list returns, listing listPageSize at a
+// time: one page is held while fn runs, the next one is being fetched. The
+// pages come from one snapshot of the collection (the continue token), as
+// a single list would; if the token expires, one full list replaces them.
+func eachListItem(ctx context.Context, list pager.ListPageFunc, fn func(runtime.Object) error) error {
+	p := pager.New(list)
+	p.PageSize = listPageSize
+	p.PageBufferSize = 0
+	return p.EachListItem(ctx, metav1.ListOptions{}, fn)
+}
+
+// eachItem hands fn every instance of gvr in ns. It reports whether list is
+// supported, and an error only when it is but failed (or fn failed).
+func (d *namespacedResourcesDeleter) eachItem(ctx context.Context, gvr schema.GroupVersionResource, ns string, fn func(*metav1.PartialObjectMetadata) error) (bool, error) {
 	if !d.unsupported.supported(verbKey{verbList, gvr}) {
 		klog.FromContext(ctx).V(5).Info("Namespace controller - listCollection ignored since not supported", "namespace", ns, "resource", gvr)
-		return nil, false, nil
+		return false, nil
 	}
-	items, err := d.metadataClient.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	client := d.metadataClient.Resource(gvr).Namespace(ns)
+	err := eachListItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return client.List(ctx, opts)
+	}, func(obj runtime.Object) error {
+		item, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return fmt.Errorf("listing %v returned a %T", gvr, obj)
+		}
+		return fn(item)
+	})
 	switch {
 	case err == nil:
-		return items, true, nil
+		return true, nil
 	case notSupported(err):
-		return nil, false, nil
+		return false, nil
 	default:
-		return nil, true, err
+		return true, err
 	}
 }
 
 // deleteEach is the fallback for resources without deletecollection.
 func (d *namespacedResourcesDeleter) deleteEach(ctx context.Context, gvr schema.GroupVersionResource, ns string) error {
-	items, ok, err := d.list(ctx, gvr, ns)
-	if err != nil || !ok {
-		return err
-	}
-	for _, item := range items.Items {
-		err := d.metadataClient.Resource(gvr).Namespace(ns).Delete(ctx, item.Name, backgroundDelete())
-		if err != nil && !notSupported(err) {
+	client := d.metadataClient.Resource(gvr).Namespace(ns)
+	_, err := d.eachItem(ctx, gvr, ns, func(item *metav1.PartialObjectMetadata) error {
+		if err := client.Delete(ctx, item.Name, backgroundDelete()); err != nil && !notSupported(err) {
 			return err
 		}
-	}
-	return nil
+		return nil
+	})
+	return err
 }
 
 // resourceResult is what one resource pass leaves behind.
@@ -331,27 +356,29 @@ func (d *namespacedResourcesDeleter) deleteResource(ctx context.Context, gvr sch
 		}
 	}
 
-	left, ok, err := d.list(ctx, gvr, ns)
-	if err != nil || !ok {
-		return resourceResult{estimate: estimate}, err
-	}
-	if len(left.Items) == 0 {
-		return resourceResult{}, nil
-	}
+	left := 0
 	byFinalizer := map[string]int{}
-	for _, item := range left.Items {
+	ok, err := d.eachItem(ctx, gvr, ns, func(item *metav1.PartialObjectMetadata) error {
+		left++
 		for _, f := range item.Finalizers {
 			byFinalizer[f]++
 		}
+		return nil
+	})
+	if err != nil || !ok {
+		return resourceResult{estimate: estimate}, err
 	}
-	logger.V(5).Info("Namespace controller - items remaining", "namespace", ns, "resource", gvr, "items", len(left.Items), "finalizers", byFinalizer)
+	if left == 0 {
+		return resourceResult{}, nil
+	}
+	logger.V(5).Info("Namespace controller - items remaining", "namespace", ns, "resource", gvr, "items", left, "finalizers", byFinalizer)
 	switch {
 	case estimate != 0:
-		return resourceResult{estimate: estimate, remaining: len(left.Items), byFinalizer: byFinalizer}, nil
+		return resourceResult{estimate: estimate, remaining: left, byFinalizer: byFinalizer}, nil
 	case len(byFinalizer) > 0:
-		return resourceResult{estimate: finalizerWaitSeconds, remaining: len(left.Items), byFinalizer: byFinalizer}, nil
+		return resourceResult{estimate: finalizerWaitSeconds, remaining: left, byFinalizer: byFinalizer}, nil
 	default:
-		return resourceResult{remaining: len(left.Items)},
+		return resourceResult{remaining: left},
 			fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", ns, gvr)
 	}
 }
@@ -479,19 +506,25 @@ func (d *namespacedResourcesDeleter) longestPodGracePeriod(ctx context.Context, 
 	if d.podsGetter == nil {
 		return 0, fmt.Errorf("unexpected: podsGetter is nil. Cannot estimate grace period seconds for pods")
 	}
-	pods, err := d.podsGetter.Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
+	pods := d.podsGetter.Pods(ns)
 	longest := int64(0)
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	err := eachListItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return pods.List(ctx, opts)
+	}, func(obj runtime.Object) error {
+		p, ok := obj.(*v1.Pod)
+		if !ok {
+			return fmt.Errorf("listing pods returned a %T", obj)
+		}
 		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-			continue
+			return nil
 		}
 		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g > longest {
 			longest = *g
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return longest, nil
 }

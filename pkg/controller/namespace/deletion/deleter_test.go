@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
@@ -434,4 +437,183 @@ func TestStatusWrittenOnlyWhenChanged(t *testing.T) {
 	if n := len(actionsOf(kube.Actions(), "update", "namespaces", "status")); n != 0 {
 		t.Errorf("%d status writes for unchanged status, want 0", n)
 	}
+}
+
+// limitRecorder keeps the limit of every list call, by resource.
+type limitRecorder struct {
+	mu     sync.Mutex
+	limits map[string][]int64
+}
+
+func (r *limitRecorder) record(resource string, limit int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.limits == nil {
+		r.limits = map[string][]int64{}
+	}
+	r.limits[resource] = append(r.limits[resource], limit)
+}
+
+func (r *limitRecorder) of(resource string) []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.limits[resource]
+}
+
+// toPage cuts a full list down to what a server answers for opts: at most
+// opts.Limit items in name order after the continue token (the last name
+// of the page before), and a token while more are left.
+func toPage(list runtime.Object, opts metav1.ListOptions) error {
+	if opts.Limit == 0 {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	name := func(o runtime.Object) string { m, _ := meta.Accessor(o); return m.GetName() }
+	sort.Slice(items, func(i, j int) bool { return name(items[i]) < name(items[j]) })
+	start := sort.Search(len(items), func(i int) bool { return name(items[i]) > opts.Continue })
+	end := min(start+int(opts.Limit), len(items))
+	if err := meta.SetList(list, items[start:end]); err != nil {
+		return err
+	}
+	listMeta, err := meta.ListAccessor(list)
+	if err != nil {
+		return err
+	}
+	if end < len(items) {
+		listMeta.SetContinue(name(items[end-1]))
+	}
+	return nil
+}
+
+// servePodPages makes kube answer pod lists in pages.
+func servePodPages(kube *fake.Clientset, limits *limitRecorder) {
+	listAll := clienttesting.ObjectReaction(kube.Tracker())
+	kube.PrependReactor("list", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		opts := a.(clienttesting.ListActionImpl).GetListOptions()
+		limits.record("pods", opts.Limit)
+		_, list, err := listAll(a)
+		if err != nil {
+			return true, nil, err
+		}
+		return true, list, toPage(list, opts)
+	})
+}
+
+// pagedMetadata answers lists in pages (the fake metadata client drops a
+// list's limit and continue token before its reactors see them).
+type pagedMetadata struct {
+	metadata.Interface
+	limits *limitRecorder
+}
+
+func (p pagedMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return pagedGetter{Getter: p.Interface.Resource(gvr), resource: gvr.Resource, limits: p.limits}
+}
+
+type pagedGetter struct {
+	metadata.Getter
+	resource string
+	limits   *limitRecorder
+}
+
+func (g pagedGetter) Namespace(ns string) metadata.ResourceInterface {
+	return pagedResource{ResourceInterface: g.Getter.Namespace(ns), resource: g.resource, limits: g.limits}
+}
+
+type pagedResource struct {
+	metadata.ResourceInterface
+	resource string
+	limits   *limitRecorder
+}
+
+func (r pagedResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	r.limits.record(r.resource, opts.Limit)
+	list, err := r.ResourceInterface.List(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector})
+	if err != nil {
+		return nil, err
+	}
+	return list, toPage(list, opts)
+}
+
+func wantPagedLists(t *testing.T, what string, limits []int64, pages int) {
+	t.Helper()
+	if len(limits) < pages {
+		t.Errorf("%s: %d list calls, want at least %d pages", what, len(limits), pages)
+	}
+	for _, l := range limits {
+		if l != listPageSize {
+			t.Errorf("%s listed with limit %d, want %d (one page at a time)", what, l, listPageSize)
+		}
+	}
+}
+
+// A namespace's content is read a page at a time (one response holding a
+// mass delete's every pod is the controller's largest allocation), and
+// the pages add up to what one list would say: the longest grace period
+// among the pods, however late it comes.
+func TestPodsAreListedInPages(t *testing.T) {
+	n := 2*listPageSize + 1
+	objs := []runtime.Object{deletingNamespace(time.Now())}
+	var partials []runtime.Object
+	for i := range n {
+		grace := int64(30)
+		if i == n-1 {
+			grace = 90 // on the last page
+		}
+		name := fmt.Sprintf("pod-%04d", i)
+		objs = append(objs, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: name},
+			Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace}})
+		partials = append(partials, partial("v1", "Pod", name))
+	}
+	kube := fake.NewClientset(objs...)
+	md := newMetadataClient(partials...)
+	// The pods are still terminating on the server.
+	md.PrependReactor("delete-collection", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
+	podLimits, leftLimits := &limitRecorder{}, &limitRecorder{}
+	servePodPages(kube, podLimits)
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	d.metadataClient = pagedMetadata{Interface: md, limits: leftLimits}
+
+	err := d.Delete(context.Background(), nsName)
+	var rr *ResourcesRemainingError
+	if !errors.As(err, &rr) || rr.Estimate != 90 {
+		t.Fatalf("Delete = %v, want the last page's grace period, 90", err)
+	}
+	wantPagedLists(t, "pods (grace periods)", podLimits.of("pods"), 3)
+	wantPagedLists(t, "pods (what is left)", leftLimits.of("pods"), 3)
+}
+
+// What is left of other resources is counted over every page, and
+// resources without deletecollection have every item deleted.
+func TestRemainingContentIsCountedOverPages(t *testing.T) {
+	n := 2*listPageSize + 1
+	var objs []runtime.Object
+	for i := range n {
+		objs = append(objs, partial("v1", "ConfigMap", fmt.Sprintf("cm-%04d", i), "example.com/hold"),
+			partial("example.io/v1", "Widget", fmt.Sprintf("w-%04d", i)))
+	}
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(objs...)
+	limits := &limitRecorder{}
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+	d.metadataClient = pagedMetadata{Interface: md, limits: limits}
+
+	err := d.Delete(context.Background(), nsName)
+	var rr *ResourcesRemainingError
+	if !errors.As(err, &rr) || rr.Estimate != finalizerWaitSeconds {
+		t.Fatalf("Delete = %v, want ResourcesRemainingError{15}", err)
+	}
+	st := lastStatus(t, kube)
+	wantCondition(t, st, v1.NamespaceContentRemaining, v1.ConditionTrue, "SomeResourcesRemain",
+		fmt.Sprintf("Some resources are remaining: configmaps. has %d resource instances", n))
+	wantCondition(t, st, v1.NamespaceFinalizersRemaining, v1.ConditionTrue, "SomeFinalizersRemain",
+		fmt.Sprintf("Some content in the namespace has finalizers remaining: example.com/hold in %d resource instances", n))
+	if dels := len(actionsOf(md.Actions(), "delete", "widgets", "")); dels != n {
+		t.Errorf("widgets: %d single deletes, want %d", dels, n)
+	}
+	wantPagedLists(t, "configmaps", limits.of("configmaps"), 3)
+	wantPagedLists(t, "widgets", limits.of("widgets"), 3)
 }
