@@ -282,7 +282,9 @@ const listPageSize = 500
 // eachListItem hands fn every item list returns, listing listPageSize at a
 // time: one page is held while fn runs, the next one is being fetched. The
 // pages come from one snapshot of the collection (the continue token), as
-// a single list would; if the token expires, one full list replaces them.
+// a single list would. A token outlives its snapshot only if the pages
+// take minutes (the server's compaction interval); then the pass fails
+// and is retried, like any failed list, so fn must not write.
 func eachListItem(ctx context.Context, list pager.ListPageFunc, fn func(runtime.Object) error) error {
 	p := pager.New(list)
 	p.PageSize = listPageSize
@@ -317,16 +319,25 @@ func (d *namespacedResourcesDeleter) eachItem(ctx context.Context, gvr schema.Gr
 	}
 }
 
-// deleteEach is the fallback for resources without deletecollection.
+// deleteEach is the fallback for resources without deletecollection. It
+// deletes once the listing is over (one request each can take longer than
+// a page's snapshot lives), keeping only the names.
 func (d *namespacedResourcesDeleter) deleteEach(ctx context.Context, gvr schema.GroupVersionResource, ns string) error {
-	client := d.metadataClient.Resource(gvr).Namespace(ns)
-	_, err := d.eachItem(ctx, gvr, ns, func(item *metav1.PartialObjectMetadata) error {
-		if err := client.Delete(ctx, item.Name, backgroundDelete()); err != nil && !notSupported(err) {
-			return err
-		}
+	var names []string
+	ok, err := d.eachItem(ctx, gvr, ns, func(item *metav1.PartialObjectMetadata) error {
+		names = append(names, item.Name)
 		return nil
 	})
-	return err
+	if err != nil || !ok {
+		return err
+	}
+	client := d.metadataClient.Resource(gvr).Namespace(ns)
+	for _, name := range names {
+		if err := client.Delete(ctx, name, backgroundDelete()); err != nil && !notSupported(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // resourceResult is what one resource pass leaves behind.
