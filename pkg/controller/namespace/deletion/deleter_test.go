@@ -270,11 +270,10 @@ func TestGroupVersionParsingFailure(t *testing.T) {
 	}
 }
 
-func TestContentRemainingWithFinalizers(t *testing.T) {
-	kube := fake.NewClientset(deletingNamespace(time.Now()))
-	md := newMetadataClient(partial("v1", "ConfigMap", "held", "example.com/hold"), partial("v1", "ConfigMap", "free"))
-	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
-
+// wantConfigMapsHeld runs a deletion pass and checks it reports held
+// ConfigMaps, held by example.com/hold, as what remains.
+func wantConfigMapsHeld(t *testing.T, d *namespacedResourcesDeleter, kube *fake.Clientset, held int) *v1.Namespace {
+	t.Helper()
 	err := d.Delete(context.Background(), nsName)
 	var rr *ResourcesRemainingError
 	if !errors.As(err, &rr) || rr.Estimate != finalizerWaitSeconds {
@@ -282,9 +281,18 @@ func TestContentRemainingWithFinalizers(t *testing.T) {
 	}
 	st := lastStatus(t, kube)
 	wantCondition(t, st, v1.NamespaceContentRemaining, v1.ConditionTrue, "SomeResourcesRemain",
-		"Some resources are remaining: configmaps. has 1 resource instances")
+		fmt.Sprintf("Some resources are remaining: configmaps. has %d resource instances", held))
 	wantCondition(t, st, v1.NamespaceFinalizersRemaining, v1.ConditionTrue, "SomeFinalizersRemain",
-		"Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances")
+		fmt.Sprintf("Some content in the namespace has finalizers remaining: example.com/hold in %d resource instances", held))
+	return st
+}
+
+func TestContentRemainingWithFinalizers(t *testing.T) {
+	kube := fake.NewClientset(deletingNamespace(time.Now()))
+	md := newMetadataClient(partial("v1", "ConfigMap", "held", "example.com/hold"), partial("v1", "ConfigMap", "free"))
+	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+	st := wantConfigMapsHeld(t, d, kube, 1)
 	wantCondition(t, st, v1.NamespaceDeletionContentFailure, v1.ConditionFalse, "ContentDeleted",
 		"All content successfully deleted, may be waiting on finalization")
 	if len(actionsOf(kube.Actions(), "create", "namespaces", "finalize")) != 0 {
@@ -601,16 +609,7 @@ func TestRemainingContentIsCountedOverPages(t *testing.T) {
 	d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
 	d.metadataClient = pagedMetadata{Interface: md, limits: limits}
 
-	err := d.Delete(context.Background(), nsName)
-	var rr *ResourcesRemainingError
-	if !errors.As(err, &rr) || rr.Estimate != finalizerWaitSeconds {
-		t.Fatalf("Delete = %v, want ResourcesRemainingError{15}", err)
-	}
-	st := lastStatus(t, kube)
-	wantCondition(t, st, v1.NamespaceContentRemaining, v1.ConditionTrue, "SomeResourcesRemain",
-		fmt.Sprintf("Some resources are remaining: configmaps. has %d resource instances", n))
-	wantCondition(t, st, v1.NamespaceFinalizersRemaining, v1.ConditionTrue, "SomeFinalizersRemain",
-		fmt.Sprintf("Some content in the namespace has finalizers remaining: example.com/hold in %d resource instances", n))
+	wantConfigMapsHeld(t, d, kube, n)
 	if dels := len(actionsOf(md.Actions(), "delete", "widgets", "")); dels != n {
 		t.Errorf("widgets: %d single deletes, want %d", dels, n)
 	}
