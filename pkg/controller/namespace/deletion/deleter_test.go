@@ -613,6 +613,23 @@ func TestRemainingContentIsCountedOverPages(t *testing.T) {
 	if dels := len(actionsOf(md.Actions(), "delete", "widgets", "")); dels != n {
 		t.Errorf("widgets: %d single deletes, want %d", dels, n)
 	}
+	// The deletes come after the listing, not between its pages: a run of
+	// single deletes can outlive the snapshot the pages are read from.
+	var deleting, listedAfter bool
+	for _, a := range md.Actions() {
+		if a.GetResource().Resource != "widgets" {
+			continue
+		}
+		switch a.GetVerb() {
+		case "delete":
+			if listedAfter {
+				t.Fatal("widgets: a page was listed between single deletes")
+			}
+			deleting = true
+		case "list":
+			listedAfter = deleting
+		}
+	}
 	wantPagedLists(t, "configmaps", limits.of("configmaps"), 3)
 	wantPagedLists(t, "widgets", limits.of("widgets"), 3)
 }
