@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -22,6 +23,7 @@ import (
 	cmoptions "github.com/kcmclone/controller-manager/options"
 
 	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/app/config"
+	"github.com/kcmclone/kube-controller-manager/cmd/kube-controller-manager/names"
 	kcmcontroller "github.com/kcmclone/kube-controller-manager/pkg/controller"
 	kcmconfig "github.com/kcmclone/kube-controller-manager/pkg/controller/apis/config"
 )
@@ -116,7 +118,29 @@ func (c ControllerContext) NewClient(name string) (clientset.Interface, error) {
 // controllers' caches hold. Exported for the field-loss test
 // (test/integration/fieldloss), which runs controllers over caches trimmed
 // exactly like this and checks no stored byte is lost.
-var InformerTransform = stripManagedFields
+var InformerTransform = trimForCache
+
+// trimForCache drops managedFields and the pod fields no controller reads.
+func trimForCache(obj interface{}) (interface{}, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		kcmcontroller.TrimPodForCache(pod)
+	}
+	return stripManagedFields(obj)
+}
+
+// informerTransform is InformerTransform, unless the SELinux warning
+// controller runs: it reads the pod fields trimmed, so pods stay whole.
+func informerTransform(c *config.CompletedConfig) cache.TransformFunc {
+	d := NewControllerDescriptors()[names.SELinuxWarningController]
+	if d == nil {
+		return InformerTransform
+	}
+	enabled := ControllerContext{ComponentConfig: c.ComponentConfig}.IsControllerEnabled(d)
+	if gatesOn, _ := d.featureGatesEnabled(defaultFeatureGate()); enabled && gatesOn {
+		return stripManagedFields
+	}
+	return InformerTransform
+}
 
 // stripManagedFields drops managedFields from cached objects: controllers
 // never read them and they are often the bulk of an object.
@@ -141,7 +165,8 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 			informerName.Release()
 		}
 	}()
-	factoryOpts := []informers.SharedInformerOption{informers.WithTransform(InformerTransform)}
+	transform := informerTransform(c)
+	factoryOpts := []informers.SharedInformerOption{informers.WithTransform(transform)}
 	if informerName != nil {
 		factoryOpts = append(factoryOpts, informers.WithInformerName(informerName))
 	}
@@ -157,7 +182,7 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("failed to create metadata client: %w", err)
 	}
-	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(InformerTransform))
+	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(transform))
 
 	if err := cmapp.WaitForAPIServer(ctx, versionedClient, apiserverWaitTimeout); err != nil {
 		return ControllerContext{}, fmt.Errorf("failed to wait for apiserver being healthy: %w", err)
@@ -179,7 +204,7 @@ func CreateControllerContext(ctx context.Context, c *config.CompletedConfig, roo
 		InformersStarted:        make(chan struct{}),
 		ResyncPeriod:            resync,
 		rootClientBuilder:       rootClientBuilder,
-		filtered:                newFilteredInformers(versionedClient, resync()),
+		filtered:                newFilteredInformers(versionedClient, resync(), transform),
 		informerName:            informerName,
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // filteredInformers hands out informer factories whose lists and watches
@@ -15,8 +16,9 @@ import (
 // service account tokens); a selector keeps those bodies out of memory, and
 // the garbage collector then watches the kinds through metadata only.
 type filteredInformers struct {
-	client clientset.Interface
-	resync time.Duration
+	client    clientset.Interface
+	resync    time.Duration
+	transform cache.TransformFunc
 
 	mu        sync.Mutex
 	factories map[filterKey]informers.SharedInformerFactory
@@ -24,8 +26,8 @@ type filteredInformers struct {
 
 type filterKey struct{ namespace, fieldSelector string }
 
-func newFilteredInformers(client clientset.Interface, resync time.Duration) *filteredInformers {
-	return &filteredInformers{client: client, resync: resync, factories: map[filterKey]informers.SharedInformerFactory{}}
+func newFilteredInformers(client clientset.Interface, resync time.Duration, transform cache.TransformFunc) *filteredInformers {
+	return &filteredInformers{client: client, resync: resync, transform: transform, factories: map[filterKey]informers.SharedInformerFactory{}}
 }
 
 // factory returns the one factory for namespace ("" for all) and
@@ -38,7 +40,7 @@ func (f *filteredInformers) factory(namespace, fieldSelector string) informers.S
 		return fac
 	}
 	opts := []informers.SharedInformerOption{
-		informers.WithTransform(stripManagedFields),
+		informers.WithTransform(f.transform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = fieldSelector }),
 	}
 	if namespace != "" {

@@ -42,7 +42,7 @@ func TestSelectiveControllersListWithFieldSelectors(t *testing.T) {
 		InformerFactory:  informers.NewSharedInformerFactory(client, 0),
 		ComponentConfig:  kcmconfig.KubeControllerManagerConfiguration{},
 		InformersStarted: make(chan struct{}),
-		filtered:         newFilteredInformers(client, 0),
+		filtered:         newFilteredInformers(client, 0, InformerTransform),
 	}
 	cc.ComponentConfig.SAController.RootCAFile = writeTestCA(t)
 	if _, err := newRootCACertificatePublisherController(context.Background(), cc, "root-ca-certificate-publisher-controller"); err != nil {
@@ -77,7 +77,7 @@ func writeTestCA(t *testing.T) string {
 }
 
 func TestFilteredInformerFactoryIsSharedPerSelector(t *testing.T) {
-	f := newFilteredInformers(fake.NewClientset(), 0)
+	f := newFilteredInformers(fake.NewClientset(), 0, InformerTransform)
 	if f.factory("", "type=x") != f.factory("", "type=x") {
 		t.Error("same selector: want the same factory")
 	}

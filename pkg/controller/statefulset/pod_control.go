@@ -60,8 +60,24 @@ func (s *apiStore) GetPod(namespace, name string) (*v1.Pod, error) {
 	return s.podLister.Pods(namespace).Get(name)
 }
 
+// UpdatePod writes pod's metadata (and claim volumes) over a live read of
+// the pod: cached pods lack the spec fields no controller reads
+// (controller.TrimPodForCache), and an update must carry all of them. The
+// write keeps pod's resourceVersion, so a pod changed since it was cached
+// is a conflict, as with a plain update.
 func (s *apiStore) UpdatePod(ctx context.Context, pod *v1.Pod, set *apps.StatefulSet) error {
-	updated, err := s.client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{})
+	live, err := s.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if live.UID != pod.UID {
+		return apierrors.NewConflict(podsResource, pod.Name, fmt.Errorf("pod was replaced (uid %s, cached %s)", live.UID, pod.UID))
+	}
+	live.ObjectMeta = pod.ObjectMeta
+	if !storageMatches(set, live) {
+		updateStorage(set, live)
+	}
+	updated, err := s.client.CoreV1().Pods(pod.Namespace).Update(ctx, live, metav1.UpdateOptions{})
 	if err == nil {
 		s.wrote(set, podsResource, updated.ResourceVersion)
 	}

@@ -9,6 +9,7 @@ import (
 
 	apps "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -284,6 +285,49 @@ func TestAPIStore(t *testing.T) {
 	// Deleting a pod already gone succeeds.
 	if err := pc.deletePod(ctx, set, pod); err != nil {
 		t.Errorf("second delete: %v", err)
+	}
+}
+
+// Cached pods are trimmed (controller.TrimPodForCache): an identity fix
+// must be written over a live read, or the update would carry the trimmed
+// spec (which the apiserver refuses: a pod's spec is immutable there).
+func TestAPIStoreUpdatesPodsOverALiveRead(t *testing.T) {
+	set := newSet("web", 1)
+	stored := newStatefulSetPod(set, 0)
+	stored.UID = "pod-uid"
+	stored.Spec.Containers[0].Command = []string{"/serve"}
+	stored.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ready"}}}
+	stored.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "config", MountPath: "/etc/web"}}
+	stored.Spec.Volumes = append(stored.Spec.Volumes, v1.Volume{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}})
+	client := fake.NewClientset(stored)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	store := &apiStore{client: client, podLister: factory.Core().V1().Pods().Lister(), claimLister: factory.Core().V1().PersistentVolumeClaims().Lister(), consistency: newRecordingConsistency()}
+	pc := &podControl{store: store, recorder: nopRecorder{}}
+	ctx := context.Background()
+
+	cached := stored.DeepCopy()
+	controller.TrimPodForCache(cached)
+	delete(cached.Labels, apps.StatefulSetPodNameLabel)
+	cached.Annotations = map[string]string{"note": "kept"}
+	if err := pc.updatePod(ctx, set, cached); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().Pods(testNS).Get(ctx, stored.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[apps.StatefulSetPodNameLabel] != stored.Name || got.Annotations["note"] != "kept" {
+		t.Errorf("metadata not written: labels %v, annotations %v", got.Labels, got.Annotations)
+	}
+	if !equality.Semantic.DeepEqual(got.Spec, stored.Spec) {
+		t.Errorf("spec changed by the update:\n got %+v\nwant %+v", got.Spec, stored.Spec)
+	}
+
+	// A pod replaced since it was cached is a conflict, not overwritten.
+	replaced := cached.DeepCopy()
+	replaced.UID = "older"
+	if err := store.UpdatePod(ctx, replaced, set); !apierrors.IsConflict(err) {
+		t.Errorf("update of a replaced pod: %v, want a conflict", err)
 	}
 }
 

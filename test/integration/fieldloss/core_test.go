@@ -239,6 +239,18 @@ func TestNodeKeepsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A ready pod on the node, which the node-lifecycle controller marks
+	// not ready (UpdateStatus of its cached, trimmed copy).
+	podMeta := userObjectMeta("on-node", ns)
+	pod := &v1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: podMeta, Spec: fullPodSpec("img")}
+	pod.Spec.NodeName = name
+	applyAt(t, c, "api/v1/namespaces/"+ns+"/pods/on-node", pod, nil)
+	setPodReady(t, c, ns, "on-node", "10.0.0.9", true)
+	podBefore, err := c.CoreV1().Pods(ns).Get(ctx, "on-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	f.Start(ctx.Done())
 	go nlc.Run(ctx)
 	go tc.Run(ctx, 2)
@@ -286,6 +298,22 @@ func TestNodeKeepsEveryField(t *testing.T) {
 	if !reflect.DeepEqual(*want, after.Spec) {
 		t.Errorf("Node: spec changed beyond pod CIDRs and taints")
 	}
+
+	var podAfter *v1.Pod
+	framework.Eventually(t, time.Minute, "the pod on the node marked not ready", func(ctx context.Context) (bool, error) {
+		podAfter, err = c.CoreV1().Pods(ns).Get(ctx, "on-node", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range podAfter.Status.Conditions {
+			if cond.Type == v1.PodReady && cond.Status == v1.ConditionFalse {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	sameMeta(t, "Pod on-node", podBefore.ObjectMeta, podAfter.ObjectMeta)
+	samePodSpec(t, "Pod on-node", podBefore, podAfter)
 }
 
 // A volume and a claim carrying user metadata are bound by the binder

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 	testingclock "k8s.io/utils/clock/testing"
@@ -37,6 +38,33 @@ func podTemplate(lbl map[string]string, image string) v1.PodTemplateSpec {
 	}
 }
 
+// fullPodSpec has, besides what controllers read, the fields the
+// controller manager's caches trim from pods (commands, probes, plain
+// environment, mounts, ConfigMap and emptyDir volumes).
+func fullPodSpec(image string) v1.PodSpec {
+	return v1.PodSpec{
+		Containers: []v1.Container{{
+			Name: "c", Image: image, Command: []string{"/serve"}, Args: []string{"--port=8080"}, WorkingDir: "/srv",
+			Env:            []v1.EnvVar{{Name: "MODE", Value: "fieldloss"}},
+			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8080)}}},
+			Lifecycle:      &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/stop"}}}},
+			VolumeMounts:   []v1.VolumeMount{{Name: "config", MountPath: "/etc/serve"}, {Name: "tmp", MountPath: "/tmp"}},
+		}},
+		Volumes: []v1.Volume{
+			{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "serve"}}}},
+			{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		},
+	}
+}
+
+// samePodSpec reports a pod whose spec changed.
+func samePodSpec(t *testing.T, what string, before, after *v1.Pod) {
+	t.Helper()
+	if !reflect.DeepEqual(before.Spec, after.Spec) {
+		t.Errorf("%s: spec changed:\nbefore %+v\nafter  %+v", what, before.Spec, after.Spec)
+	}
+}
+
 // revision is the ControllerRevision named name.
 func revision(t *testing.T, c clientset.Interface, ns, name string) *appsv1.ControllerRevision {
 	t.Helper()
@@ -55,13 +83,7 @@ func TestStatefulSetKeepsEveryField(t *testing.T) {
 	c := framework.Shared(t).Client(t)
 	ns := framework.CreateNamespace(t, c, "fieldloss-sts")
 	ctx := testContext(t)
-	f := newFactory(c)
-	ssc := statefulset.NewController(ctx, f.Core().V1().Pods(), f.Apps().V1().StatefulSets(),
-		f.Core().V1().PersistentVolumeClaims(), f.Apps().V1().ControllerRevisions(), c,
-		statefulset.Features{MaxUnavailableStatefulSet: true, StatefulSetSemanticRevisionComparison: true, StaleControllerConsistency: true})
-	f.Start(ctx.Done())
-	go ssc.Run(ctx, 2)
-	framework.Kubelet{Client: c}.Run(ctx, ns)
+	runStatefulSetController(ctx, t, c, ns)
 
 	lbl := map[string]string{"app": "db"}
 	retain := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
@@ -163,6 +185,58 @@ func TestStatefulSetKeepsEveryField(t *testing.T) {
 	if !reflect.DeepEqual(*want, after.Spec) {
 		t.Errorf("StatefulSet: spec changed beyond the applied retention policy")
 	}
+}
+
+// A StatefulSet pod whose identity label a user removed: the controller
+// puts it back with an update of the pod. The cache's copy lacks the spec
+// fields trimmed from cached pods; the pod must keep them, and its
+// metadata.
+func TestStatefulSetPodIdentityFixKeepsEveryField(t *testing.T) {
+	c := framework.Shared(t).Client(t)
+	ns := framework.CreateNamespace(t, c, "fieldloss-sts-pod")
+	ctx := testContext(t)
+	runStatefulSetController(ctx, t, c, ns)
+	lbl := map[string]string{"app": "web"}
+	ss := &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: userObjectMeta("web", ns),
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: lbl}, ServiceName: "web",
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: fullPodSpec("img")}},
+	}
+	applyAt(t, c, "apis/apps/v1/namespaces/"+ns+"/statefulsets/web", ss, nil)
+	framework.Eventually(t, time.Minute, "pod web-0", func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	annotateAt(t, c, "api/v1/namespaces/"+ns+"/pods/web-0", "v1", "Pod", ns, "web-0")
+	before, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := []byte(`[{"op":"remove","path":"/metadata/labels/statefulset.kubernetes.io~1pod-name"}]`)
+	if _, err := c.CoreV1().Pods(ns).Patch(ctx, "web-0", types.JSONPatchType, remove, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var after *v1.Pod
+	framework.Eventually(t, time.Minute, "the identity label back on web-0", func(ctx context.Context) (bool, error) {
+		after, err = c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+		return err == nil && after.Labels[appsv1.StatefulSetPodNameLabel] == "web-0", err
+	})
+	sameMeta(t, "Pod web-0", before.ObjectMeta, after.ObjectMeta)
+	samePodSpec(t, "Pod web-0", before, after)
+}
+
+// runStatefulSetController runs the StatefulSet controller over trimmed
+// caches, and a kubelet for ns, until ctx ends.
+func runStatefulSetController(ctx context.Context, t *testing.T, c clientset.Interface, ns string) {
+	t.Helper()
+	f := newFactory(c)
+	ssc := statefulset.NewController(ctx, f.Core().V1().Pods(), f.Apps().V1().StatefulSets(),
+		f.Core().V1().PersistentVolumeClaims(), f.Apps().V1().ControllerRevisions(), c,
+		statefulset.Features{MaxUnavailableStatefulSet: true, StatefulSetSemanticRevisionComparison: true, StaleControllerConsistency: true})
+	f.Start(ctx.Done())
+	go ssc.Run(ctx, 2)
+	framework.Kubelet{Client: c}.Run(ctx, ns)
 }
 
 // waitStatefulSet waits for the set db to be rolled out with 2 ready pods.
