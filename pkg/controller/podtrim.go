@@ -22,20 +22,25 @@ import v1 "k8s.io/api/core/v1"
 // The SELinux warning controller reads volumes, mounts and security
 // contexts: callers keep whole pods when it runs.
 func TrimPodForCache(pod *v1.Pod) {
-	spec := &pod.Spec
+	UpdateContainers(&pod.Spec, trimContainer)
+	pod.Spec.Volumes = keep(pod.Spec.Volumes, func(v *v1.Volume) bool { return !unreadVolume(&v.VolumeSource) })
+}
+
+// UpdateContainers calls update on each init, regular and ephemeral
+// container of spec, in place (an ephemeral container as a Container: the
+// two types have the same fields).
+func UpdateContainers(spec *v1.PodSpec, update func(*v1.Container)) {
 	for i := range spec.InitContainers {
-		trimContainer(&spec.InitContainers[i])
+		update(&spec.InitContainers[i])
 	}
 	for i := range spec.Containers {
-		trimContainer(&spec.Containers[i])
+		update(&spec.Containers[i])
 	}
 	for i := range spec.EphemeralContainers {
-		// The two types have the same fields.
 		c := v1.Container(spec.EphemeralContainers[i].EphemeralContainerCommon)
-		trimContainer(&c)
+		update(&c)
 		spec.EphemeralContainers[i].EphemeralContainerCommon = v1.EphemeralContainerCommon(c)
 	}
-	spec.Volumes = keep(spec.Volumes, func(v *v1.Volume) bool { return !unreadVolume(&v.VolumeSource) })
 }
 
 func trimContainer(c *v1.Container) {

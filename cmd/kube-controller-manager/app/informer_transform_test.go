@@ -24,7 +24,7 @@ func TestInformerTransformKeepsPodsWholeForSELinuxWarnings(t *testing.T) {
 		cfg.ComponentConfig.Generic.Controllers = tc.controllers
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
-			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/v"}}}}},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/v"}}}}},
 		}
 		if _, err := informerTransform(cfg.Complete())(pod); err != nil {
 			t.Fatal(err)

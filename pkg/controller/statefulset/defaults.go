@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
 
 // The API server defaults a StatefulSet's pod template when the set is
@@ -22,17 +24,7 @@ func defaultTemplate(t *v1.PodTemplateSpec) {
 	for i := range spec.Volumes {
 		defaultVolume(&spec.Volumes[i])
 	}
-	for i := range spec.InitContainers {
-		defaultContainer(&spec.InitContainers[i])
-	}
-	for i := range spec.Containers {
-		defaultContainer(&spec.Containers[i])
-	}
-	for i := range spec.EphemeralContainers {
-		c := v1.Container(spec.EphemeralContainers[i].EphemeralContainerCommon)
-		defaultContainer(&c)
-		spec.EphemeralContainers[i].EphemeralContainerCommon = v1.EphemeralContainerCommon(c)
-	}
+	controller.UpdateContainers(spec, defaultContainer)
 	roundUpQuantities(spec.Overhead)
 	if spec.Resources != nil {
 		roundUpQuantities(spec.Resources.Limits)
