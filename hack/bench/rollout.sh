@@ -30,6 +30,9 @@
 #                         Secrets of 10 KiB (namespace filler) created before
 #                         the rollout, outside the timed window; peak RSS then
 #                         shows what the caches hold
+#   BENCH_POD (pause)     the pod template: pause (one container, no more) or
+#                         realistic (app container and sidecar with commands,
+#                         env, probes, mounts, security contexts)
 #   BENCH_DIR (_output/bench)
 #   BENCH_ONLY            ours or upstream: run one binary only (for quick
 #                         iterations; no ratios, not for the README)
@@ -52,6 +55,7 @@ BURST="${BENCH_BURST:-1000}"
 TIMEOUT="${BENCH_TIMEOUT:-900}"
 PPROF="${BENCH_PPROF:-1}"
 FILLER="${BENCH_FILLER:-0}"
+POD_KIND="${BENCH_POD:-pause}"
 OUT="${BENCH_DIR:-${ROOT}/_output/bench}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
 # The scheduler gets the same client limits, so that binding pods (2,000
@@ -65,6 +69,7 @@ for p in ${SIZES}; do
   [[ "${p}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZES: ${p} is not a multiple of 10"; exit 2; }
 done
 [[ "${ROUNDS}" =~ ^[1-9][0-9]*$ ]] || { log "BENCH_ROUNDS must be a positive number"; exit 2; }
+[[ "${POD_KIND}" == pause || "${POD_KIND}" == realistic ]] || { log "BENCH_POD must be pause or realistic"; exit 2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
 # Ours built as install-test-binaries.sh builds upstream's.
@@ -94,6 +99,45 @@ ${STEPS_RULE}
 YAML
 
 
+# The pod template's spec (indented for manifest): one pause container, or,
+# with BENCH_POD=realistic, what production Deployments tend to carry (an
+# app container with a command, twenty env vars, probes, mounts and a
+# security context, and a log-shipping sidecar), so that per-pod cache
+# costs show at their real size.
+if [[ "${POD_KIND}" == realistic ]]; then
+  env_vars=""
+  for (( e = 0; e < 20; e++ )); do
+    env_vars+="
+          - {name: APP_SETTING_${e}, value: \"value-of-setting-number-${e}-for-this-application\"}"
+  done
+  POD_SPEC="      containers:
+      - name: app
+        image: registry.example.com/team/app:v1.42.7
+        imagePullPolicy: IfNotPresent
+        command: [/usr/local/bin/app]
+        args: [--config=/etc/app/config.yaml, --listen=:8080, --metrics=:9090, --log-format=json]
+        ports: [{name: http, containerPort: 8080}, {name: metrics, containerPort: 9090}]
+        env:${env_vars}
+        envFrom: [{configMapRef: {name: app-defaults, optional: true}}]
+        resources: {requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 256Mi}}
+        readinessProbe: {httpGet: {path: /readyz, port: http}, periodSeconds: 5, failureThreshold: 3}
+        livenessProbe: {httpGet: {path: /healthz, port: http}, initialDelaySeconds: 10, periodSeconds: 10}
+        securityContext: {runAsNonRoot: true, runAsUser: 10001, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+        volumeMounts: [{name: config, mountPath: /etc/app}, {name: cache, mountPath: /var/cache/app}, {name: logs, mountPath: /var/log/app}]
+      - name: log-shipper
+        image: registry.example.com/platform/log-shipper:v3.1.0
+        args: [--input=/var/log/app/*.log, --output=http://logs.platform.svc:9880, --buffer=/var/cache/shipper]
+        resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {memory: 64Mi}}
+        securityContext: {runAsNonRoot: true, runAsUser: 10002, allowPrivilegeEscalation: false}
+        volumeMounts: [{name: logs, mountPath: /var/log/app, readOnly: true}]
+      volumes:
+      - {name: config, configMap: {name: app-config, optional: true}}
+      - {name: cache, emptyDir: {}}
+      - {name: logs, emptyDir: {sizeLimit: 1Gi}}"
+else
+  POD_SPEC="      containers: [{name: c, image: registry.k8s.io/pause:3.10}]"
+fi
+
 manifest() { # N
   local i
   for (( i = 0; i < $1; i++ )); do
@@ -108,7 +152,7 @@ spec:
   template:
     metadata: {labels: {app: bench-${i}}}
     spec:
-      containers: [{name: c, image: registry.k8s.io/pause:3.10}]
+${POD_SPEC}
 YAML
   done
 }
@@ -264,7 +308,7 @@ if [[ -n "${BENCH_ONLY:-}" ]]; then
   exit 0
 fi
 {
-  echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds$( (( FILLER > 0 )) && echo ", with ${FILLER} ConfigMaps and ${FILLER} Secrets of 10 KiB")"
+  echo "### Rollout bench: ${SIZES// /, } pods (Deployments x 10 replicas), ${ROUNDS} rounds$( (( FILLER > 0 )) && echo ", with ${FILLER} ConfigMaps and ${FILLER} Secrets of 10 KiB")$( [[ "${POD_KIND}" == realistic ]] && echo ", realistic pod template (BENCH_POD=realistic)")"
   echo
   echo "$(date -u +%Y-%m-%d), ours built from commit ${COMMIT},"
   echo "$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM."
