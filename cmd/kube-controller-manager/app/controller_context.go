@@ -120,12 +120,13 @@ func (c ControllerContext) NewClient(name string) (clientset.Interface, error) {
 // exactly like this and checks no stored byte is lost.
 var InformerTransform = trimForCache
 
-// trimForCache drops managedFields and the pod fields no controller reads.
+// trimForCache drops managedFields and the pod fields no controller reads,
+// and shares the strings cached objects repeat.
 func trimForCache(obj interface{}) (interface{}, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
 		kcmcontroller.TrimPodForCache(pod)
 	}
-	return stripManagedFields(obj)
+	return stripAndIntern(obj)
 }
 
 // informerTransform is InformerTransform, unless the SELinux warning
@@ -137,7 +138,7 @@ func informerTransform(c *config.CompletedConfig) cache.TransformFunc {
 	}
 	enabled := ControllerContext{ComponentConfig: c.ComponentConfig}.IsControllerEnabled(d)
 	if gatesOn, _ := d.featureGatesEnabled(defaultFeatureGate()); enabled && gatesOn {
-		return stripManagedFields
+		return stripAndIntern
 	}
 	return InformerTransform
 }
@@ -149,6 +150,14 @@ func stripManagedFields(obj interface{}) (interface{}, error) {
 		a.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// stripAndIntern drops managedFields and shares repeated strings
+// (kcmcontroller.InternForCache); it keeps every other field.
+func stripAndIntern(obj interface{}) (interface{}, error) {
+	obj, err := stripManagedFields(obj)
+	kcmcontroller.InternForCache(obj)
+	return obj, err
 }
 
 // CreateControllerContext builds informer factories and discovery, after

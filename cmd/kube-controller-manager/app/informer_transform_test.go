@@ -1,7 +1,9 @@
 package app
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +25,7 @@ func TestInformerTransformKeepsPodsWholeForSELinuxWarnings(t *testing.T) {
 		cfg := &config.Config{}
 		cfg.ComponentConfig.Generic.Controllers = tc.controllers
 		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
 			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/v"}}}}},
 		}
 		if _, err := informerTransform(cfg.Complete())(pod); err != nil {
@@ -34,6 +36,14 @@ func TestInformerTransformKeepsPodsWholeForSELinuxWarnings(t *testing.T) {
 		}
 		if pod.ManagedFields != nil {
 			t.Errorf("--controllers=%v: managedFields kept", tc.controllers)
+		}
+		// Both transforms share the strings cached objects repeat.
+		other := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: strings.Clone(pod.Namespace)}}
+		if _, err := informerTransform(cfg.Complete())(other); err != nil {
+			t.Fatal(err)
+		}
+		if unsafe.StringData(other.Namespace) != unsafe.StringData(pod.Namespace) {
+			t.Errorf("--controllers=%v: namespace not interned", tc.controllers)
 		}
 	}
 }
