@@ -49,20 +49,30 @@ func TestInternForCacheChangesNoValue(t *testing.T) {
 	}
 }
 
-// decodedPod is pod as a cache receives it: decoded from the wire, so each
+// wireObject is a generated API type's pointer: it encodes and decodes
+// itself.
+type wireObject[T any] interface {
+	*T
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+// decoded is obj as a cache receives it: decoded from the wire, so each
 // copy has strings of its own.
-func decodedPod(t *testing.T, pod *v1.Pod) *v1.Pod {
+func decoded[T any, PT wireObject[T]](t *testing.T, obj PT) PT {
 	t.Helper()
-	raw, err := pod.Marshal()
+	raw, err := obj.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &v1.Pod{}
+	out := PT(new(T))
 	if err := out.Unmarshal(raw); err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
+
+func decodedPod(t *testing.T, pod *v1.Pod) *v1.Pod { return decoded(t, pod) }
 
 func sameBytes(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
@@ -133,17 +143,11 @@ func TestInternedPodsShareRepeatedStrings(t *testing.T) {
 // their endpoints' node names and target kinds.
 func TestInternedNodesAndEndpointSlicesShareRepeatedStrings(t *testing.T) {
 	node := func() *v1.Node {
-		n := &v1.Node{Status: v1.NodeStatus{
+		return decoded(t, &v1.Node{Status: v1.NodeStatus{
 			Images:     []v1.ContainerImage{{Names: []string{"registry.example/web@sha256:0123", "registry.example/web:1.2.3"}}},
 			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}},
 			NodeInfo:   v1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
-		}}
-		raw, _ := n.Marshal()
-		out := &v1.Node{}
-		if err := out.Unmarshal(raw); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		}})
 	}
 	n1, n2 := node(), node()
 	InternForCache(n1)
@@ -159,13 +163,7 @@ func TestInternedNodesAndEndpointSlicesShareRepeatedStrings(t *testing.T) {
 	}
 
 	slice := func() *discoveryv1.EndpointSlice {
-		s := &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{NodeName: ptr.To("node-1"), TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "shop"}}}}
-		raw, _ := s.Marshal()
-		out := &discoveryv1.EndpointSlice{}
-		if err := out.Unmarshal(raw); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return decoded(t, &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{NodeName: ptr.To("node-1"), TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "shop"}}}})
 	}
 	s1, s2 := slice(), slice()
 	InternForCache(s1)
