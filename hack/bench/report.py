@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Markdown report of hack/bench/rollout.sh runs: per size, the median of the
 rounds for ours and upstream with the [min-max] spread, and the ratio of the
-medians ours/upstream.   report.py RUNS_DIR SIZE...
-(RUNS_DIR holds ours-SIZE-ROUND.json and upstream-SIZE-ROUND.json.)"""
+medians ours/upstream.   report.py [--who A B] RUNS_DIR SIZE...
+(RUNS_DIR holds ours-SIZE-ROUND.json and upstream-SIZE-ROUND.json, or with
+--who, A-SIZE-ROUND.json and B-SIZE-ROUND.json: two builds of ours, say.)"""
 import glob
 import json
 import os
@@ -72,10 +73,13 @@ def load(d, who, size):
 def main():
     global FIGURES
     args = sys.argv[1:]
+    first_name, second_name = "ours", "upstream"
+    if args and args[0] == "--who":
+        first_name, second_name, args = args[1], args[2], args[3:]
     if args and args[0] == "--phases":
         # workloads.sh: the phases are whatever secs_* facts the runs have.
         args = args[1:]
-        first = sorted(glob.glob(os.path.join(args[0], "ours-*.json")))
+        first = sorted(glob.glob(os.path.join(args[0], f"{first_name}-*.json")))
         keys = []
         if first:
             with open(first[0]) as f:
@@ -84,7 +88,7 @@ def main():
             [f for f in FIGURES if not str(f[1]).startswith("secs_")]
     d, sizes = args[0], args[1:]
     for size in sizes:
-        ours, up = load(d, "ours", size), load(d, "upstream", size)
+        ours, up = load(d, first_name, size), load(d, second_name, size)
         if not ours or not up:
             print(f"(no complete runs at {size} pods)\n")
             continue
@@ -93,7 +97,7 @@ def main():
         print(f"#### {size} pods ({shape}), "
               f"{len(ours)} + {len(up)} runs" + (f" ({incomplete} timed out)" if incomplete else ""))
         print()
-        print("| figure | ours | upstream | ours/upstream | target |")
+        print(f"| figure | {first_name} | {second_name} | {first_name}/{second_name} | target |")
         print("|---|---:|---:|---:|---:|")
         for label, key in FIGURES:
             a_s, a = cell([get(r, key) for r in ours])
