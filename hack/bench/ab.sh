@@ -21,6 +21,13 @@ OUT="${BENCH_DIR:-${ROOT}/_output/bench-ab}"
 [[ "${ROUNDS}" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_ROUNDS must be a positive number" >&2; exit 2; }
 rm -rf "${OUT}"
 mkdir -p "${OUT}/runs"
+# Each build runs under the bench's name for ours: client-go names its user
+# agent after the executable, and analyze.py counts the requests by agent.
+for which in before after; do
+  mkdir -p "${OUT}/bin-${which}"
+  cp "${BINARY[${which}]}" "${OUT}/bin-${which}/kube-controller-manager-bench"
+  BINARY[${which}]="${OUT}/bin-${which}/kube-controller-manager-bench"
+done
 
 for (( r = 1; r <= ROUNDS; r++ )); do
   order=(before after)
