@@ -214,7 +214,7 @@ func internNodeStatus(s *v1.NodeStatus) {
 	info := &s.NodeInfo
 	info.KernelVersion, info.OSImage = intern(info.KernelVersion), intern(info.OSImage)
 	info.ContainerRuntimeVersion = intern(info.ContainerRuntimeVersion)
-	info.KubeletVersion, info.KubeProxyVersion = intern(info.KubeletVersion), intern(info.KubeProxyVersion)
+	info.KubeletVersion = intern(info.KubeletVersion)
 	info.OperatingSystem, info.Architecture = intern(info.OperatingSystem), intern(info.Architecture)
 }
 

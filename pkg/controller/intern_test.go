@@ -194,7 +194,6 @@ func TestSharedListsAreEqualOnesOnly(t *testing.T) {
 		t.Errorf("the shared copy has len %d cap %d: appending to it must not write into it", len(got), cap(got))
 	}
 
-	first, equal, emptyPorts = nil, nil, nil
 	for i := 0; canon.size() > 0 && i < 1000; i++ {
 		runtime.GC()
 	}
