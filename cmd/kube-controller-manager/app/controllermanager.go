@@ -168,6 +168,7 @@ func Run(ctx context.Context, c *config.CompletedConfig) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "version", baseversion.Get())
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
+	startHeapHeadroom(ctx, logger)
 
 	registerComponentMetrics(c)
 	c.EventBroadcaster.StartStructuredLogging(0)
