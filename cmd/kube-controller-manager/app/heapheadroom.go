@@ -76,15 +76,14 @@ func startHeapHeadroom(ctx context.Context, logger klog.Logger) bool {
 }
 
 func newHeapHeadroom(budget uint64, minPercent, maxPercent int, setPercent func(int) int) *heapHeadroom {
-	h := &heapHeadroom{
+	return &heapHeadroom{
 		budget:     budget,
 		minPercent: minPercent,
 		maxPercent: maxPercent,
-		sample:     []metrics.Sample{{Name: liveHeapMetric}},
 		setPercent: setPercent,
+		percent:    maxPercent,
+		sample:     []metrics.Sample{{Name: liveHeapMetric}},
 	}
-	h.percent = maxPercent
-	return h
 }
 
 func (h *heapHeadroom) start() { h.armForNextCycle() }
