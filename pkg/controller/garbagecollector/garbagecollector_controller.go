@@ -274,6 +274,9 @@ type queueAction int
 const (
 	requeueItem queueAction = iota
 	forgetItem
+	// requeueItemAfter: look again after the returned wait, not counted as
+	// a failure.
+	requeueItemAfter
 )
 
 func (gc *GarbageCollector) processAttemptToDeleteWorker(ctx context.Context) bool {
@@ -282,41 +285,47 @@ func (gc *GarbageCollector) processAttemptToDeleteWorker(ctx context.Context) bo
 		return false
 	}
 	defer gc.attemptToDelete.Done(item)
-	switch gc.attemptToDeleteWorker(ctx, item) {
+	switch action, after := gc.attemptToDeleteWorker(ctx, item); action {
 	case forgetItem:
 		gc.attemptToDelete.Forget(item)
 	case requeueItem:
 		gc.attemptToDelete.AddRateLimited(item)
+	case requeueItemAfter:
+		gc.attemptToDelete.Forget(item)
+		gc.attemptToDelete.AddAfter(item, after)
 	}
 	return true
 }
 
-func (gc *GarbageCollector) attemptToDeleteWorker(ctx context.Context, n *node) queueAction {
+func (gc *GarbageCollector) attemptToDeleteWorker(ctx context.Context, n *node) (queueAction, time.Duration) {
 	logger := klog.FromContext(ctx)
 	if n.isObserved() {
 		// Its deletion was observed while it waited: a lookup would only
 		// confirm that.
 		if _, ok := gc.dependencyGraphBuilder.uidToNode.Read(n.identity.UID); !ok {
 			logger.V(5).Info("item deleted while queued, skipping attemptToDeleteItem", "item", n.identity)
-			return forgetItem
+			return forgetItem, 0
 		}
 	} else {
 		// A requeued virtual node may have been replaced or removed since.
 		current, ok := gc.dependencyGraphBuilder.uidToNode.Read(n.identity.UID)
 		if !ok {
 			logger.V(5).Info("item no longer in the graph, skipping attemptToDeleteItem", "item", n.identity)
-			return forgetItem
+			return forgetItem, 0
 		}
 		if current.isObserved() {
 			logger.V(5).Info("item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node", "item", n.identity)
-			return forgetItem
+			return forgetItem, 0
 		}
 	}
 
 	err := gc.attemptToDeleteItem(ctx, n)
+	var deferred *deferredToTeardown
 	switch {
+	case errors.As(err, &deferred):
+		return requeueItemAfter, deferred.after
 	case errors.Is(err, errEnqueuedVirtualDeleteEvent), errors.Is(err, errNamespacedOwnerOfClusterScopedObject):
-		return forgetItem
+		return forgetItem, 0
 	case err != nil:
 		var rme *restMappingError
 		if errors.As(err, &rme) {
@@ -325,14 +334,14 @@ func (gc *GarbageCollector) attemptToDeleteWorker(ctx context.Context, n *node) 
 		} else {
 			utilruntime.HandleErrorWithContext(ctx, err, "error syncing item", "item", n.identity)
 		}
-		return requeueItem
+		return requeueItem, 0
 	case !n.isObserved():
 		// Keep checking a virtual node until an informer event or a
 		// NotFound resolves it (https://issue.k8s.io/56121).
 		logger.V(5).Info("item hasn't been observed via informer yet", "item", n.identity)
-		return requeueItem
+		return requeueItem, 0
 	}
-	return forgetItem
+	return forgetItem, 0
 }
 
 // isDangling reports whether reference (of item) names an owner that does
@@ -504,6 +513,9 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 				break
 			}
 		}
+		if err := gc.deferToTeardown(logger, item); err != nil {
+			return err
+		}
 		logger.V(2).Info("at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, so it is going to be deleted in Foreground", "item", item.identity)
 		policy := metav1.DeletePropagationForeground
 		return gc.deleteItem(ctx, item, latest, policy)
@@ -518,9 +530,24 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 		case hasDeleteDependentsFinalizer(latest):
 			policy = metav1.DeletePropagationForeground
 		}
+		if err := gc.deferToTeardown(logger, item); err != nil {
+			return err
+		}
 		logger.V(2).Info("Deleting item", "item", item.identity, "propagationPolicy", policy)
 		return gc.deleteItem(ctx, item, latest, policy)
 	}
+}
+
+// deferToTeardown returns a deferredToTeardown error while item's namespace
+// is being deleted and its teardown makes progress: the namespace
+// controller will delete item with the rest.
+func (gc *GarbageCollector) deferToTeardown(logger klog.Logger, item *node) error {
+	wait := gc.dependencyGraphBuilder.teardowns.deferral(item.identity.Namespace)
+	if wait <= 0 {
+		return nil
+	}
+	logger.V(5).Info("item's namespace is being deleted, leaving the item to it", "item", item.identity, "recheckAfter", wait)
+	return &deferredToTeardown{after: wait}
 }
 
 // deleteItem deletes item at latest's resourceVersion and remembers that,

@@ -178,7 +178,7 @@ func TestMissingItemBecomesVirtualDelete(t *testing.T) {
 	queued(g.attemptToDelete)
 	owner := g.node("owner-uid")
 
-	if action := g.attemptToDeleteWorker(g.ctx, owner); action != forgetItem {
+	if action, _ := g.attemptToDeleteWorker(g.ctx, owner); action != forgetItem {
 		t.Errorf("action = %v, want forget", action)
 	}
 	g.drainGraph()
@@ -194,7 +194,7 @@ func TestExistingVirtualOwnerIsRequeuedUntilObserved(t *testing.T) {
 	owner := cm("ns", "owner", "owner-uid")
 	g := newTestGC(t, owner)
 	g.observe(addEvent, cm("ns", "dep", "dep-uid", ref("ConfigMap", "owner", "owner-uid")), nil)
-	if action := g.attemptToDeleteWorker(g.ctx, g.node("owner-uid")); action != requeueItem {
+	if action, _ := g.attemptToDeleteWorker(g.ctx, g.node("owner-uid")); action != requeueItem {
 		t.Errorf("action = %v, want requeue of an unobserved but existing owner", action)
 	}
 }
@@ -207,7 +207,7 @@ func TestUnknownKindIsRetried(t *testing.T) {
 	if err := g.attemptToDeleteItem(g.ctx, n); !errors.As(err, &rme) {
 		t.Fatalf("err = %v, want a REST mapping error", err)
 	}
-	if action := g.attemptToDeleteWorker(g.ctx, n); action != requeueItem {
+	if action, _ := g.attemptToDeleteWorker(g.ctx, n); action != requeueItem {
 		t.Errorf("action = %v, want requeue", action)
 	}
 }
@@ -220,7 +220,7 @@ func TestClusterScopedDependentOfNamespacedOwner(t *testing.T) {
 	if !errors.Is(err, errNamespacedOwnerOfClusterScopedObject) {
 		t.Fatalf("err = %v", err)
 	}
-	if action := g.attemptToDeleteWorker(g.ctx, g.node("node-uid")); action != forgetItem {
+	if action, _ := g.attemptToDeleteWorker(g.ctx, g.node("node-uid")); action != forgetItem {
 		t.Errorf("action = %v, want forget (never resolves)", action)
 	}
 	if len(g.deleteActions()) != 0 {

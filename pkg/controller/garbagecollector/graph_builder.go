@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
 )
@@ -104,16 +105,10 @@ type GraphBuilder struct {
 	absentOwnerCache *referenceCache
 	recentDeletes    *recentDeletes
 
-	// terminatingNamespaces are the namespaces being deleted, as the graph
-	// has seen them; only applyEvent reads and writes it.
-	terminatingNamespaces map[string]struct{}
+	// teardowns are the namespaces being deleted, as the graph has seen
+	// them, and the progress of their deletion.
+	teardowns *namespaceTeardowns
 }
-
-// terminatingNamespaceDelay postpones work on dependents of a deleted owner
-// in a namespace being deleted: the namespace controller usually deletes
-// them within this time, and then the collector needs no lookup or delete
-// of its own. Past it, the collector goes on as usual.
-const terminatingNamespaceDelay = 5 * time.Second
 
 // NewDependencyGraphBuilder builds the graph half of the collector. Upstream
 // keeps it in the ControllerContext so other controllers can share it.
@@ -142,7 +137,7 @@ func NewDependencyGraphBuilder(
 		absentOwnerCache: newReferenceCache(absentOwnerCacheSize),
 		recentDeletes:    newRecentDeletes(),
 
-		terminatingNamespaces: map[string]struct{}{},
+		teardowns: newNamespaceTeardowns(clock.RealClock{}),
 	}
 }
 
@@ -573,14 +568,17 @@ func (gb *GraphBuilder) applyEvent(logger klog.Logger, ev *event) {
 		"eventType", ev.eventType, "virtual", ev.virtual)
 
 	if !ev.virtual && ev.gvk.Group == "" && ev.gvk.Kind == "Namespace" {
-		gb.trackNamespace(ev.eventType, obj)
+		gb.teardowns.track(ev.eventType, obj)
 	}
 
 	if ev.eventType == deleteEvent || beingDeleted(obj) {
 		// The deletion is seen (the collector only remembers deletes of
 		// objects not yet being deleted), so the cache has moved past the
 		// version deleted at.
-		gb.recentDeletes.forget(obj.GetUID())
+		ours := gb.recentDeletes.forget(obj.GetUID())
+		if !ev.virtual && !ours && firstSignOfDeletion(ev, obj) {
+			gb.teardowns.progressed(obj.GetNamespace())
+		}
 	}
 
 	existing, found := gb.uidToNode.Read(obj.GetUID())
@@ -684,7 +682,7 @@ func (gb *GraphBuilder) applyEvent(logger klog.Logger, ev *event) {
 			gb.absentOwnerCache.Add(identityFromEvent(ev, obj))
 		}
 		for _, dep := range deps {
-			if _, terminating := gb.terminatingNamespaces[dep.identity.Namespace]; terminating {
+			if gb.teardowns.terminating(dep.identity.Namespace) {
 				gb.attemptToDelete.AddAfter(dep, terminatingNamespaceDelay)
 				continue
 			}
@@ -786,11 +784,21 @@ func getAlternateOwnerIdentity(deps []*node, absent objectReference) *objectRefe
 	return first
 }
 
-// trackNamespace records whether a namespace is being deleted.
-func (gb *GraphBuilder) trackNamespace(typ eventType, ns metav1.Object) {
-	if typ != deleteEvent && ns.GetDeletionTimestamp() != nil {
-		gb.terminatingNamespaces[ns.GetName()] = struct{}{}
-		return
+// firstSignOfDeletion: ev is where the graph first sees obj deleted: an
+// update giving it a deletion timestamp, or the delete event of an object
+// that had none (deleted at once). The final delete of an object already
+// marked (a pod the kubelet finished) is the same deletion again, whoever
+// asked for it.
+func firstSignOfDeletion(ev *event, obj metav1.Object) bool {
+	switch ev.eventType {
+	case deleteEvent:
+		return !beingDeleted(obj)
+	case updateEvent:
+		if !beingDeleted(obj) || ev.oldObj == nil {
+			return false
+		}
+		old, err := meta.Accessor(ev.oldObj)
+		return err == nil && !beingDeleted(old)
 	}
-	delete(gb.terminatingNamespaces, ns.GetName())
+	return false
 }

@@ -284,7 +284,7 @@ func TestDependentsInTerminatingNamespaceWait(t *testing.T) {
 
 	// Once the namespace is gone it no longer counts as terminating.
 	g.observe(deleteEvent, namespaceObj("doomed", true), nil)
-	if _, ok := g.dependencyGraphBuilder.terminatingNamespaces["doomed"]; ok {
+	if _, ok := g.dependencyGraphBuilder.teardowns.byNS["doomed"]; ok {
 		t.Error("deleted namespace still tracked")
 	}
 }
@@ -300,7 +300,7 @@ func TestQueuedItemDeletedMeanwhileNeedsNoLookup(t *testing.T) {
 	g.observe(deleteEvent, dep, nil)
 	g.client.ClearActions()
 
-	if action := g.attemptToDeleteWorker(g.ctx, n); action != forgetItem {
+	if action, _ := g.attemptToDeleteWorker(g.ctx, n); action != forgetItem {
 		t.Fatalf("action = %v, want forget", action)
 	}
 	if actions := g.client.Actions(); len(actions) != 0 {

@@ -81,10 +81,14 @@ func (r *recentDeletes) deletedAt(uid types.UID, resourceVersion string) bool {
 	return ok
 }
 
-func (r *recentDeletes) forget(uid types.UID) {
+// forget drops uid's entry and says whether there was one: whether the
+// deletion the graph now sees may be the collector's own.
+func (r *recentDeletes) forget(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	_, ok := r.versionByUID[uid]
 	delete(r.versionByUID, uid)
+	return ok
 }
 
 // restMappingError marks an owner/dependent kind the RESTMapper cannot map
