@@ -55,11 +55,10 @@ func (g *testGC) markedByOther(ns, name string, uid types.UID) {
 func TestDependentsLeftToAProgressingTeardown(t *testing.T) {
 	g, clk := teardownGC(t)
 
-	action, after := g.attemptToDeleteWorker(g.ctx, g.node("live-dep"))
-	if action != forgetItem || !g.deleted()["live/dep"] {
+	if action, _ := g.attemptToDeleteWorker(g.ctx, g.node("live-dep")); action != forgetItem || !g.deleted()["live/dep"] {
 		t.Fatalf("live namespace: action %v, deletes %v; want the dependent deleted", action, g.deleted())
 	}
-	action, after = g.attemptToDeleteWorker(g.ctx, g.node("doomed-dep"))
+	action, after := g.attemptToDeleteWorker(g.ctx, g.node("doomed-dep"))
 	if action != requeueItemAfter || after != teardownStallWindow || g.deleted()["doomed/dep"] {
 		t.Fatalf("doomed namespace: action %v after %v, deletes %v; want it left to the teardown for %v", action, after, g.deleted(), teardownStallWindow)
 	}
