@@ -491,7 +491,11 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 	case len(waiting) != 0 && item.dependentsLength() != 0:
 		// An owner waits on us and we have dependents: delete in foreground
 		// too. If a dependent also deletes in foreground this may be a cycle;
-		// stop blocking our owners first so it cannot deadlock.
+		// stop blocking our owners first so it cannot deadlock. In a
+		// namespace being torn down neither write is ours to make yet.
+		if err := gc.deferToTeardown(logger, item); err != nil {
+			return err
+		}
 		if unblocked := unblockedOwnerReferences(refs); len(unblocked) != 0 {
 			for _, dep := range item.getDependents() {
 				if !dep.isDeletingDependents() {
@@ -512,9 +516,6 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, item *node)
 				latest = patched
 				break
 			}
-		}
-		if err := gc.deferToTeardown(logger, item); err != nil {
-			return err
 		}
 		logger.V(2).Info("at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, so it is going to be deleted in Foreground", "item", item.identity)
 		policy := metav1.DeletePropagationForeground

@@ -143,3 +143,28 @@ func TestTeardownEndsWithItsNamespace(t *testing.T) {
 		t.Fatalf("action %v, deletes %v; want the dependent deleted", action, g.deleted())
 	}
 }
+
+// A cycle member in a namespace being torn down is left alone entirely:
+// neither the unblocking patch nor the foreground delete goes out while
+// the teardown progresses; both do once it stalls.
+func TestCycleMemberInTeardownIsNotPatched(t *testing.T) {
+	a := deletingWith(cm("doomed", "a", "a-uid", blocking(ref("ConfigMap", "c", "c-uid"))), metav1.FinalizerDeleteDependents)
+	b := deletingWith(cm("doomed", "b", "b-uid", blocking(ref("ConfigMap", "a", "a-uid"))), metav1.FinalizerDeleteDependents)
+	c := cm("doomed", "c", "c-uid", blocking(ref("ConfigMap", "b", "b-uid")))
+	g := newTestGC(t, a, b, c)
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
+	g.dependencyGraphBuilder.teardowns = newNamespaceTeardowns(clk)
+	g.observe(addEvent, namespaceObj("doomed", false), nil)
+	g.observe(updateEvent, namespaceObj("doomed", true), namespaceObj("doomed", false))
+	for _, o := range []*metav1.PartialObjectMetadata{a, b, c} {
+		g.observe(addEvent, o, nil)
+	}
+
+	if action, _ := g.attemptToDeleteWorker(g.ctx, g.node("c-uid")); action != requeueItemAfter || len(g.patchActions()) != 0 || len(g.deleteActions()) != 0 {
+		t.Fatalf("progressing teardown: action %v, actions %v; want nothing written", action, g.actions())
+	}
+	clk.SetTime(clk.Now().Add(teardownStallWindow))
+	if action, _ := g.attemptToDeleteWorker(g.ctx, g.node("c-uid")); action != forgetItem || len(g.patchActions()) != 1 || len(g.deleteActions()) != 1 {
+		t.Fatalf("stalled teardown: action %v, actions %v; want the unblocking patch and the delete", action, g.actions())
+	}
+}
