@@ -17,17 +17,24 @@ func teardownGC(t *testing.T) (*testGC, *testingclock.FakePassiveClock) {
 	doomed := cm("doomed", "dep", "doomed-dep", ref("ConfigMap", "owner", "doomed-owner"))
 	live := cm("live", "dep", "live-dep", ref("ConfigMap", "owner", "live-owner"))
 	g := newTestGC(t, doomed, live)
-	clk := testingclock.NewFakePassiveClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
-	g.dependencyGraphBuilder.teardowns = newNamespaceTeardowns(clk)
+	clk := tearDownDoomed(g)
 	g.cache(configMapGVR, doomed, live)
-	g.observe(addEvent, namespaceObj("doomed", false), nil)
-	g.observe(updateEvent, namespaceObj("doomed", true), namespaceObj("doomed", false))
 	g.observe(addEvent, namespaceObj("live", false), nil)
 	for _, o := range []*metav1.PartialObjectMetadata{doomed, live} {
 		g.observe(addEvent, o, nil)
 		g.absentOwnerCache.Add(objectReference{OwnerReference: o.OwnerReferences[0], Namespace: o.Namespace})
 	}
 	return g, clk
+}
+
+// tearDownDoomed gives g's teardown tracker a fake clock and shows it the
+// namespace "doomed" being deleted.
+func tearDownDoomed(g *testGC) *testingclock.FakePassiveClock {
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
+	g.dependencyGraphBuilder.teardowns = newNamespaceTeardowns(clk)
+	g.observe(addEvent, namespaceObj("doomed", false), nil)
+	g.observe(updateEvent, namespaceObj("doomed", true), namespaceObj("doomed", false))
+	return clk
 }
 
 func (g *testGC) deleted() map[string]bool {
@@ -152,10 +159,7 @@ func TestCycleMemberInTeardownIsNotPatched(t *testing.T) {
 	b := deletingWith(cm("doomed", "b", "b-uid", blocking(ref("ConfigMap", "a", "a-uid"))), metav1.FinalizerDeleteDependents)
 	c := cm("doomed", "c", "c-uid", blocking(ref("ConfigMap", "b", "b-uid")))
 	g := newTestGC(t, a, b, c)
-	clk := testingclock.NewFakePassiveClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
-	g.dependencyGraphBuilder.teardowns = newNamespaceTeardowns(clk)
-	g.observe(addEvent, namespaceObj("doomed", false), nil)
-	g.observe(updateEvent, namespaceObj("doomed", true), namespaceObj("doomed", false))
+	clk := tearDownDoomed(g)
 	for _, o := range []*metav1.PartialObjectMetadata{a, b, c} {
 		g.observe(addEvent, o, nil)
 	}
