@@ -131,7 +131,7 @@ type BaseController struct {
 	// written, for Options.StatusMinInterval; stepHeldSince is when a
 	// rollout step's status was first held back (stepHold);
 	// batchHeldSince is when an availability change a rollout steps on was
-	// first held back (batchHold).
+	// first held back (gainHold).
 	statusMu        sync.Mutex
 	lastStatusWrite map[string]time.Time
 	stepHeldSince   map[string]time.Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -119,8 +120,9 @@ func (c *BaseController) updateStatus(ctx context.Context, owner *Owner, newStat
 //   - the owner has observed its generation, only counts changed, and the
 //     last write of this owner's status was less than StatusMinInterval ago
 //     (for availability a rollout steps on: RolloutStepStatusInterval since
-//     the last write and, for a gain, since the sync that first saw it; for
-//     the terminating count alone: TerminatingStatusInterval), or
+//     the last write and, for a gain, since the sync that first saw it,
+//     unless the owner is at its rollout's size (see gainHold); for the
+//     terminating count alone: TerminatingStatusInterval), or
 //   - a rollout step has just scaled the owner (see stepHold).
 //
 // One exception to "settled": during a rollout, pods a step deleted going
@@ -156,11 +158,17 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 		// change in it waits only long enough to take in the pods that
 		// become available together (they are created in batches), or
 		// every step would wait the full interval.
+		if newStatus.AvailableReplicas > owner.Status.AvailableReplicas && atRolloutSize(owner) {
+			// Every pod of the rollout exists: a gain now only lets the
+			// older ReplicaSets shrink, which can wait for the rest.
+			batch = c.gainHold(key, owner, now)
+			break
+		}
 		interval = min(interval, RolloutStepStatusInterval)
 		if newStatus.AvailableReplicas > owner.Status.AvailableReplicas {
 			// A loss of availability is not held longer: the Deployment
 			// sums availability to bound what it may scale down.
-			batch = c.batchHold(key, now)
+			batch = c.gainHold(key, owner, now)
 		}
 	}
 	c.statusMu.Lock()
@@ -194,7 +202,7 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 //
 // Either hold lasts at most StatusMinInterval from its first sync. Once
 // some of a scale-up's pods are available, the write waits only for the
-// rest of their batch (batchHold); a loss of availability ends it.
+// rest of their batch (gainHold); a loss of availability ends it.
 func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, now time.Time) time.Duration {
 	scaledUp := owner.Replicas > owner.Status.Replicas
 	scaledDown := owner.Replicas < owner.Status.Replicas && newStatus.Replicas > owner.Replicas
@@ -209,17 +217,37 @@ func (c *BaseController) stepHold(key string, owner *Owner, newStatus Status, no
 		if !scaledUp || newStatus.AvailableReplicas < owner.Status.AvailableReplicas {
 			return 0
 		}
-		return c.batchHold(key, now)
+		return c.gainHold(key, owner, now)
 	}
 	return c.heldFor(c.stepHeldSince, key, now, c.opts.StatusMinInterval)
 }
 
-// batchHold: an availability change a rollout steps on waits
+// gainHold: an availability gain a rollout steps on waits
 // RolloutStepStatusInterval from the first sync that saw it, so that the
 // pods of one batch, becoming available a few moments apart, make one
-// write and one rollout step rather than one each.
-func (c *BaseController) batchHold(key string, now time.Time) time.Duration {
-	return c.heldFor(c.batchHeldSince, key, now, RolloutStepStatusInterval)
+// write and one rollout step rather than one each. Once the owner has all
+// the replicas its Deployment wants (atRolloutSize), no step waits on the
+// gain to create pods, only to shrink the older ReplicaSets: it waits up to
+// StatusMinInterval, so the last pods make one step, not one each (and no
+// run of near-identical ScalingReplicaSet events the event recorder would
+// aggregate into count patches). Every replica available ends either hold.
+func (c *BaseController) gainHold(key string, owner *Owner, now time.Time) time.Duration {
+	limit := RolloutStepStatusInterval
+	if atRolloutSize(owner) {
+		limit = max(limit, c.opts.StatusMinInterval)
+	}
+	return c.heldFor(c.batchHeldSince, key, now, limit)
+}
+
+// DesiredReplicasAnnotation is the Deployment's spec.replicas as its
+// controller last recorded on each of its ReplicaSets.
+const DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
+
+// atRolloutSize: the owner is a Deployment's ReplicaSet that has as many
+// replicas as the Deployment wants (its desired-replicas annotation).
+func atRolloutSize(owner *Owner) bool {
+	desired, err := strconv.ParseInt(owner.Object.GetAnnotations()[DesiredReplicasAnnotation], 10, 32)
+	return err == nil && owner.Replicas > 0 && int64(owner.Replicas) >= desired
 }
 
 // heldFor: what is left of limit since the hold of key in since began

@@ -203,7 +203,16 @@ func TestNoPodsCreatedInTerminatingNamespace(t *testing.T) {
 // yet observed, no pods) of a Deployment whose older ReplicaSet still has
 // replicas, on a fake clock.
 func newRolloutStepFixture(t *testing.T) (*fixture, *apps.ReplicaSet, *clocktesting.FakePassiveClock) {
+	return newRolloutStepFixtureWanting(t, "")
+}
+
+// newRolloutStepFixtureWanting: as newRolloutStepFixture, web carrying
+// desired as its desired-replicas annotation (none if empty).
+func newRolloutStepFixtureWanting(t *testing.T, desired string) (*fixture, *apps.ReplicaSet, *clocktesting.FakePassiveClock) {
 	rs := newRS("web", 3)
+	if desired != "" {
+		rs.Annotations = map[string]string{DesiredReplicasAnnotation: desired}
+	}
 	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
 	old := newRS("web-old", 2)
 	old.OwnerReferences = rs.OwnerReferences
@@ -338,6 +347,72 @@ func TestRolloutAvailabilityChangeWaitsForItsBatch(t *testing.T) {
 	if got := f.lastStatus().Status.AvailableReplicas; got != 2 {
 		t.Fatalf("status.availableReplicas %d, want 2", got)
 	}
+}
+
+// availabilityGainHeld: web's generation and pods are written (all three
+// unready), then one pod becomes available long after; the write of that
+// gain is held, and requeued after the returned delays.
+func availabilityGainHeld(f *fixture, rs *apps.ReplicaSet, clk *clocktesting.FakePassiveClock) *recordingQueue {
+	f.t.Helper()
+	for _, name := range []string{"p1", "p2", "p3"} {
+		f.addToCache(newPod(name, rs, unscheduled))
+	}
+	f.mustSync("ns/web")
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "step hold over: generation and pods written")
+	f.statusWritten("ns/web")
+
+	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
+	f.rsc.queue = rec
+	clk.SetTime(clk.Now().Add(time.Minute))
+	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "one of three available: held")
+	return rec
+}
+
+// A ReplicaSet with every replica its Deployment wants: its availability
+// gains wait StatusMinInterval from the first sync that saw them, not
+// RolloutStepStatusInterval, since they no longer let the rollout create
+// pods, only shrink the older ReplicaSet (one step for the last pods
+// rather than one each). Every replica available still goes out at once.
+func TestRolloutGainAtFullSizeWaitsForTheRest(t *testing.T) {
+	f, rs, clk := newRolloutStepFixtureWanting(t, "3")
+	rec := availabilityGainHeld(f, rs, clk)
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
+	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
+	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(1, "two of three available at the rollout's size: still held")
+	clk.SetTime(clk.Now().Add(DefaultStatusMinInterval - RolloutStepStatusInterval))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(2, "hold over")
+	if got := f.lastStatus().Status.AvailableReplicas; got != 2 {
+		t.Fatalf("status.availableReplicas %d, want 2", got)
+	}
+	f.statusWritten("ns/web")
+
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(3, "every replica available: written at once")
+}
+
+// Below its Deployment's replicas (more pods to create as the older
+// ReplicaSet shrinks), an availability gain waits only
+// RolloutStepStatusInterval.
+func TestRolloutGainBelowFullSizeWaitsForItsBatchOnly(t *testing.T) {
+	f, rs, clk := newRolloutStepFixtureWanting(t, "10")
+	rec := availabilityGainHeld(f, rs, clk)
+	if len(rec.after) != 1 || rec.after[0] != RolloutStepStatusInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, RolloutStepStatusInterval)
+	}
+	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
+	f.mustSync("ns/web")
+	f.wantStatusWrites(2, "batch interval over")
 }
 
 // The hold is bounded: pods that take longer than StatusMinInterval to become
