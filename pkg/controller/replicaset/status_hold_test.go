@@ -351,8 +351,8 @@ func TestRolloutAvailabilityChangeWaitsForItsBatch(t *testing.T) {
 
 // availabilityGainHeld: web's generation and pods are written (all three
 // unready), then one pod becomes available long after; the write of that
-// gain is held, and requeued after the returned delays.
-func availabilityGainHeld(f *fixture, rs *apps.ReplicaSet, clk *clocktesting.FakePassiveClock) *recordingQueue {
+// gain is held, and requeued after wantRequeue.
+func availabilityGainHeld(f *fixture, rs *apps.ReplicaSet, clk *clocktesting.FakePassiveClock, wantRequeue time.Duration) {
 	f.t.Helper()
 	for _, name := range []string{"p1", "p2", "p3"} {
 		f.addToCache(newPod(name, rs, unscheduled))
@@ -369,7 +369,9 @@ func availabilityGainHeld(f *fixture, rs *apps.ReplicaSet, clk *clocktesting.Fak
 	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
 	f.wantStatusWrites(1, "one of three available: held")
-	return rec
+	if len(rec.after) != 1 || rec.after[0] != wantRequeue {
+		f.t.Fatalf("requeued after %v, want [%v]", rec.after, wantRequeue)
+	}
 }
 
 // A ReplicaSet with every replica its Deployment wants: its availability
@@ -379,10 +381,7 @@ func availabilityGainHeld(f *fixture, rs *apps.ReplicaSet, clk *clocktesting.Fak
 // rather than one each). Every replica available still goes out at once.
 func TestRolloutGainAtFullSizeWaitsForTheRest(t *testing.T) {
 	f, rs, clk := newRolloutStepFixtureWanting(t, "3")
-	rec := availabilityGainHeld(f, rs, clk)
-	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
-		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
-	}
+	availabilityGainHeld(f, rs, clk, DefaultStatusMinInterval)
 	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
 	f.addToCache(newPod("p2", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
@@ -406,10 +405,7 @@ func TestRolloutGainAtFullSizeWaitsForTheRest(t *testing.T) {
 // RolloutStepStatusInterval.
 func TestRolloutGainBelowFullSizeWaitsForItsBatchOnly(t *testing.T) {
 	f, rs, clk := newRolloutStepFixtureWanting(t, "10")
-	rec := availabilityGainHeld(f, rs, clk)
-	if len(rec.after) != 1 || rec.after[0] != RolloutStepStatusInterval {
-		t.Fatalf("requeued after %v, want [%v]", rec.after, RolloutStepStatusInterval)
-	}
+	availabilityGainHeld(f, rs, clk, RolloutStepStatusInterval)
 	clk.SetTime(clk.Now().Add(RolloutStepStatusInterval))
 	f.mustSync("ns/web")
 	f.wantStatusWrites(2, "batch interval over")
