@@ -7,8 +7,9 @@ ReplicaSet creates and spec updates, grouped by Deployment, as replica changes.
 
 Prints, over all Deployments: updates per Deployment, how many changed
 spec.replicas, and the sizes of the scale-ups and scale-downs; then the
-sequence of the first few Deployments (seconds since its first update,
-ReplicaSet hash, old -> new replicas).
+sequence of the first few Deployments by name, then of the few with the
+most updates (seconds since its first update, ReplicaSet hash, old -> new
+replicas).
 """
 import sys
 from collections import Counter, defaultdict
@@ -62,7 +63,8 @@ def main():
     print(f"replica changes per Deployment: {hist(scales)}")
     print(f"scale-up sizes: {hist(ups)}")
     print(f"scale-down sizes: {hist(downs)}")
-    for deploy in sorted(per_deploy)[:show]:
+    longest = sorted(per_deploy, key=lambda d: (-len(per_deploy[d]), d))[:show]
+    for deploy in sorted(per_deploy)[:show] + longest:
         seq = per_deploy[deploy]
         t0 = seq[0][0]
         print(f"{deploy}: " + "  ".join(
