@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kcmclone/kube-controller-manager/pkg/controller"
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
 )
 
 // ReplicaFailure is the condition type set while creating or deleting pods
@@ -158,17 +159,15 @@ func (c *BaseController) statusHold(key string, owner *Owner, newStatus Status, 
 		// change in it waits only long enough to take in the pods that
 		// become available together (they are created in batches), or
 		// every step would wait the full interval.
-		if newStatus.AvailableReplicas > owner.Status.AvailableReplicas && atRolloutSize(owner) {
-			// Every pod of the rollout exists: a gain now only lets the
-			// older ReplicaSets shrink, which can wait for the rest.
+		// A loss of availability is not held longer: the Deployment sums
+		// availability to bound what it may scale down. A gain at the
+		// rollout's size keeps the full interval (see gainHold).
+		gain := newStatus.AvailableReplicas > owner.Status.AvailableReplicas
+		if gain {
 			batch = c.gainHold(key, owner, now)
-			break
 		}
-		interval = min(interval, RolloutStepStatusInterval)
-		if newStatus.AvailableReplicas > owner.Status.AvailableReplicas {
-			// A loss of availability is not held longer: the Deployment
-			// sums availability to bound what it may scale down.
-			batch = c.gainHold(key, owner, now)
+		if !gain || !atRolloutSize(owner) {
+			interval = min(interval, RolloutStepStatusInterval)
 		}
 	}
 	c.statusMu.Lock()
@@ -239,14 +238,10 @@ func (c *BaseController) gainHold(key string, owner *Owner, now time.Time) time.
 	return c.heldFor(c.batchHeldSince, key, now, limit)
 }
 
-// DesiredReplicasAnnotation is the Deployment's spec.replicas as its
-// controller last recorded on each of its ReplicaSets.
-const DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
-
 // atRolloutSize: the owner is a Deployment's ReplicaSet that has as many
 // replicas as the Deployment wants (its desired-replicas annotation).
 func atRolloutSize(owner *Owner) bool {
-	desired, err := strconv.ParseInt(owner.Object.GetAnnotations()[DesiredReplicasAnnotation], 10, 32)
+	desired, err := strconv.ParseInt(owner.Object.GetAnnotations()[util.DesiredReplicasAnnotation], 10, 32)
 	return err == nil && owner.Replicas > 0 && int64(owner.Replicas) >= desired
 }
 

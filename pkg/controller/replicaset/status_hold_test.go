@@ -11,6 +11,8 @@ import (
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcmclone/kube-controller-manager/pkg/controller/deployment/util"
 )
 
 // Intermediate counts written within StatusMinInterval of the previous write
@@ -211,7 +213,7 @@ func newRolloutStepFixture(t *testing.T) (*fixture, *apps.ReplicaSet, *clocktest
 func newRolloutStepFixtureWanting(t *testing.T, desired string) (*fixture, *apps.ReplicaSet, *clocktesting.FakePassiveClock) {
 	rs := newRS("web", 3)
 	if desired != "" {
-		rs.Annotations = map[string]string{DesiredReplicasAnnotation: desired}
+		rs.Annotations = map[string]string{util.DesiredReplicasAnnotation: desired}
 	}
 	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: ptr.To(true)}}
 	old := newRS("web-old", 2)
@@ -398,6 +400,27 @@ func TestRolloutGainAtFullSizeWaitsForTheRest(t *testing.T) {
 	f.addToCache(newPod("p3", rs, readySince(time.Hour)))
 	f.mustSync("ns/web")
 	f.wantStatusWrites(3, "every replica available: written at once")
+}
+
+// A rollout step scales a ReplicaSet up to its Deployment's size: the
+// first of its new pods to become available is held StatusMinInterval for
+// the rest, not RolloutStepStatusInterval.
+func TestRolloutScaleUpToFullSizeGainWaitsForTheRest(t *testing.T) {
+	f, rs, clk := newRolloutStepFixtureWanting(t, "3")
+	rec := &recordingQueue{TypedRateLimitingInterface: f.rsc.queue}
+	f.rsc.queue = rec
+	f.syncCreatingHeld(rec, "ns/web", 3, "held for availability")
+
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	f.addToCache(newPod("p1", rs, readySince(time.Hour)))
+	f.addToCache(newPod("p2", rs, unscheduled))
+	f.addToCache(newPod("p3", rs, unscheduled))
+	rec.after = nil
+	f.mustSync("ns/web")
+	f.wantStatusWrites(0, "first pod available at the rollout's size: held for the rest")
+	if len(rec.after) != 1 || rec.after[0] != DefaultStatusMinInterval {
+		t.Fatalf("requeued after %v, want [%v]", rec.after, DefaultStatusMinInterval)
+	}
 }
 
 // Below its Deployment's replicas (more pods to create as the older
