@@ -4,7 +4,9 @@
 the namespace's finalize, each request of the namespace controller that took
 time (deletecollection and list), with its start (seconds after the delete)
 and duration, then totals per resource, the time the namespace was
-finalized, and how many events were created in it (by client).
+finalized, the controller manager's other writes after the delete (by
+response code, controller, verb and resource), and how many events were
+created in the namespace (by client).
 
   teardown.py AUDIT_LOG [NAMESPACE]   (NAMESPACE: bench)
 
@@ -40,6 +42,7 @@ def main():
     rows = []
     finalized = None
     created = defaultdict(int)  # events created in ns, by client
+    writes = defaultdict(int)  # the controller manager's other writes after the delete
     for e in events(audit):
         ref = e.get("objectRef") or {}
         ua = e.get("userAgent", "")
@@ -56,6 +59,9 @@ def main():
         if deleted_at is None or not ua.startswith(UA_PREFIXES):
             continue
         if controller(ua) != "namespace-controller":
+            if verb in ("create", "update", "patch", "delete"):
+                sub = "/" + ref["subresource"] if ref.get("subresource") else ""
+                writes[f"{code} {controller(ua)} {verb} {ref.get('resource')}{sub}"] += 1
             continue
         if ref.get("resource") == "namespaces" and ref.get("subresource") == "finalize" and code == 200:
             finalized = end
@@ -78,6 +84,9 @@ def main():
     print(f"  {sum(totals.values()):7.2f}  all of them")
     if finalized is not None:
         print(f"finalized {finalized - deleted_at:.2f} s after the delete")
+    print(f"the controller manager's other writes after the delete: {sum(writes.values())}")
+    for what, n in sorted(writes.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {n:7d}  {what}")
     print(f"events created in {ns}: {sum(created.values())} ("
           + ", ".join(f"{n} by {who}" for who, n in sorted(created.items(), key=lambda kv: -kv[1])) + ")")
 
