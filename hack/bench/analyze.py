@@ -52,17 +52,22 @@ def audit_files(audit):
     return sorted(glob.glob(glob.escape(stem) + "-*" + ext)) + [audit]
 
 
-def kcm_events(audit):
-    """The audit log's events of requests by the controller manager."""
+def audit_events(audit):
+    """Every event of the audit log (and its rotated backups), in order."""
     for path in audit_files(audit):
         with open(path) as f:
             for line in f:
                 try:
-                    ev = json.loads(line)
+                    yield json.loads(line)
                 except ValueError:
                     continue
-                if ev.get("userAgent", "").startswith(UA_PREFIXES):
-                    yield ev
+
+
+def kcm_events(audit):
+    """The audit log's events of requests by the controller manager."""
+    for ev in audit_events(audit):
+        if ev.get("userAgent", "").startswith(UA_PREFIXES):
+            yield ev
 
 
 def main():

@@ -14,23 +14,10 @@ Both binaries' namespace controllers delete pods first and the other
 resources only once no pod is left, one request after the other, so the
 teardown is about the sum of these durations plus the waits between passes.
 """
-import json
 import sys
 from collections import defaultdict
 
-from analyze import audit_files, controller, ts, UA_PREFIXES
-
-
-def events(audit):
-    for path in audit_files(audit):
-        with open(path) as f:
-            for line in f:
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue
-                if e.get("stage") == "ResponseComplete":
-                    yield e
+from analyze import audit_events, controller, ts, UA_PREFIXES
 
 
 def main():
@@ -43,7 +30,9 @@ def main():
     finalized = None
     created = defaultdict(int)  # events created in ns, by client
     writes = defaultdict(int)  # the controller manager's other writes after the delete
-    for e in events(audit):
+    for e in audit_events(audit):
+        if e.get("stage") != "ResponseComplete":
+            continue
         ref = e.get("objectRef") or {}
         ua = e.get("userAgent", "")
         verb = e.get("verb")
