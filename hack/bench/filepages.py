@@ -62,21 +62,20 @@ def touch(path, advice):
 
 def by_pid(pid):
     exe = os.path.realpath(f"/proc/{pid}/exe")
-    cur = None
+    mine = False  # inside one of the executable's mappings
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             fields = line.split()
-            if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):
-                cur = None
-                if len(fields) >= 6 and fields[5] == exe:
+            if not fields[0].endswith(":"):  # a mapping's header line
+                mine = len(fields) >= 6 and fields[5] == exe
+                if mine:
                     lo, hi = (int(x, 16) for x in fields[0].split("-"))
-                    cur = {"perms": fields[1], "size_kib": (hi - lo) // 1024}
-                    print(f"{fields[0]} {fields[1]} size {cur['size_kib']} KiB", end="")
-            elif cur is not None and fields[0] in ("Rss:", "Anonymous:"):
+                    print(f"{fields[0]} {fields[1]} size {(hi - lo) // 1024} KiB", end="")
+            elif mine and fields[0] in ("Rss:", "Anonymous:"):
                 print(f", {fields[0][:-1]} {fields[1]} KiB", end="")
                 if fields[0] == "Anonymous:":
                     print()
-                    cur = None
+                    mine = False
 
 
 def main():
