@@ -6,6 +6,9 @@ package namespace
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,9 +38,24 @@ const waitTimeout = 60 * time.Second
 // controller manager wires it, until the test ends.
 func runController(t *testing.T) clientset.Interface {
 	t.Helper()
+	return runControllerRecording(t, nil)
+}
+
+// runControllerRecording is runController whose requests also go to
+// record, if not nil.
+func runControllerRecording(t *testing.T, record func(*http.Request)) clientset.Interface {
+	t.Helper()
 	cp := framework.Shared(t)
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.UserAgent = "namespace-controller"
+	if record != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				record(req)
+				return rt.RoundTrip(req)
+			})
+		})
+	}
 	c, err := clientset.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +78,10 @@ func runController(t *testing.T) clientset.Interface {
 	})
 	return cp.Client(t)
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func waitGone(t *testing.T, c clientset.Interface, ns string) {
 	t.Helper()
@@ -261,5 +283,72 @@ func TestCustomResourcesOfNewCRDAreDeleted(t *testing.T) {
 	list, err := dyn.Resource(crd.GVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 0 {
 		t.Fatalf("custom resources left behind: %v, %d", err, len(list.Items))
+	}
+}
+
+// A namespace with hundreds of pods on several nodes and hundreds of events
+// is emptied with field-selector shards the real server accepts (no
+// request without a selector follows them) and goes away.
+func TestLargeNamespaceIsEmptiedInShards(t *testing.T) {
+	var mu sync.Mutex
+	var deletes []string // "resource?fieldSelector" of each deletecollection
+	c := runControllerRecording(t, func(req *http.Request) {
+		if req.Method != http.MethodDelete || !strings.HasPrefix(req.URL.Path, "/api/v1/") {
+			return // events.k8s.io's events follow the core ones, unsplit
+		}
+		parts := strings.Split(strings.TrimSuffix(req.URL.Path, "/"), "/")
+		resource := parts[len(parts)-1]
+		if resource != "pods" && resource != "events" {
+			return // single deletes name an object; these name a collection
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		deletes = append(deletes, resource+"?"+req.URL.Query().Get("fieldSelector"))
+	})
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "ns-shards")
+	zero := int64(0)
+	const pods, events = 250, 300
+	for i := range pods {
+		// On a node, so the pods can be split by node; no grace period, so
+		// they go without a kubelet.
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%03d", i)},
+			Spec: v1.PodSpec{NodeName: fmt.Sprintf("node-%d", i%3), TerminationGracePeriodSeconds: &zero,
+				Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kinds := []string{"Pod", "ReplicaSet", "Deployment", "Service"}
+	reasons := []string{"Scheduled", "SuccessfulCreate", "ScalingReplicaSet", "Odd"}
+	for i := range events {
+		ev := &v1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ev-%03d", i)},
+			InvolvedObject: v1.ObjectReference{Kind: kinds[i%len(kinds)], Namespace: ns, Name: fmt.Sprintf("obj-%d", i)},
+			Reason:         reasons[(i/len(kinds))%len(reasons)], Message: "m", Type: v1.EventTypeNormal,
+			Source: v1.EventSource{Component: "test"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1}
+		if _, err := c.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, ns)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var podShards, eventShards int
+	for _, d := range deletes {
+		switch {
+		case d == "events?" && eventShards > 0:
+			t.Errorf("events deleted without a selector after their shards (the server refused them?): %q", deletes)
+		case strings.HasPrefix(d, "pods?spec.nodeName"):
+			podShards++
+		case strings.HasPrefix(d, "events?involvedObject.kind"):
+			eventShards++
+		}
+	}
+	if podShards < 4 || eventShards < len(kinds) {
+		t.Errorf("%d pod shards and %d event shards, want the pods split by node and the events by kind: %q", podShards, eventShards, deletes)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -254,14 +255,14 @@ func notSupported(err error) bool {
 }
 
 // deleteCollection reports whether deletecollection is supported, and an
-// error only when it is but failed.
-func (d *namespacedResourcesDeleter) deleteCollection(ctx context.Context, gvr schema.GroupVersionResource, ns string) (bool, error) {
+// error only when it is but failed. Shards, if any, split the request.
+func (d *namespacedResourcesDeleter) deleteCollection(ctx context.Context, gvr schema.GroupVersionResource, ns string, shards []string) (bool, error) {
 	logger := klog.FromContext(ctx)
 	if !d.unsupported.supported(verbKey{verbDeleteCollection, gvr}) {
 		logger.V(5).Info("Namespace controller - deleteCollection ignored since not supported", "namespace", ns, "resource", gvr)
 		return false, nil
 	}
-	err := d.metadataClient.Resource(gvr).Namespace(ns).DeleteCollection(ctx, backgroundDelete(), metav1.ListOptions{})
+	err := d.deleteShards(ctx, gvr, ns, shards)
 	switch {
 	case err == nil:
 		return true, nil
@@ -353,11 +354,11 @@ type resourceResult struct {
 // leftovers with neither are an error.
 func (d *namespacedResourcesDeleter) deleteResource(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (resourceResult, error) {
 	logger := klog.FromContext(ctx)
-	estimate, err := d.estimateGracefulTermination(ctx, gvr, ns, deletedAt)
+	estimate, shards, err := d.planDeletion(ctx, gvr, ns, deletedAt)
 	if err != nil {
 		return resourceResult{}, err
 	}
-	collected, err := d.deleteCollection(ctx, gvr, ns)
+	collected, err := d.deleteCollection(ctx, gvr, ns, shards)
 	if err != nil {
 		return resourceResult{estimate: estimate}, err
 	}
@@ -392,6 +393,13 @@ func (d *namespacedResourcesDeleter) deleteResource(ctx context.Context, gvr sch
 		return resourceResult{remaining: left},
 			fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", ns, gvr)
 	}
+}
+
+// resourceOutcome is one resource's pass, gathered from the workers.
+type resourceOutcome struct {
+	gvr schema.GroupVersionResource
+	res resourceResult
+	err error
 }
 
 // remainingContent totals what is left across all resources.
@@ -459,7 +467,8 @@ func (d *namespacedResourcesDeleter) deleteAllContent(ctx context.Context, ns *v
 		}
 	}
 
-	// Sorted only so passes are reproducible; upstream walks a map.
+	// Sorted only so passes are reproducible; upstream walks a map, one
+	// resource at a time.
 	ordered := make([]schema.GroupVersionResource, 0, len(gvrs))
 	for gvr := range gvrs {
 		if gvr != podsResource {
@@ -467,14 +476,27 @@ func (d *namespacedResourcesDeleter) deleteAllContent(ctx context.Context, ns *v
 		}
 	}
 	sort.Slice(ordered, func(i, j int) bool { return ordered[i].String() < ordered[j].String() })
-	for _, gvr := range ordered {
-		res, err := d.deleteResource(ctx, gvr, ns.Name, deletedAt)
-		if err != nil {
-			// Keep going: one broken resource must not block the others.
-			errs = append(errs, err)
-			conds.contentDeletionFailed(err)
+	tasks := passTasks(ordered)
+	outcomes := make([][]resourceOutcome, len(tasks))
+	workqueue.ParallelizeUntil(ctx, parallelRequests, len(tasks), func(i int) {
+		for _, gvr := range tasks[i] {
+			res, err := d.deleteResource(ctx, gvr, ns.Name, deletedAt)
+			outcomes[i] = append(outcomes[i], resourceOutcome{gvr, res, err})
 		}
-		record(gvr, res)
+	})
+	if err := ctx.Err(); err != nil {
+		// Stopping: some resources were skipped, so no condition is known.
+		return estimate, err
+	}
+	for _, task := range outcomes {
+		for _, o := range task {
+			if o.err != nil {
+				// Keep going: one broken resource must not block the others.
+				errs = append(errs, o.err)
+				conds.contentDeletionFailed(o.err)
+			}
+			record(o.gvr, o.res)
+		}
 	}
 	conds.remaining(totals)
 	// Always reconcile: a failure seen earlier must flip back to healthy.
@@ -494,31 +516,38 @@ func (d *namespacedResourcesDeleter) writeConditions(ctx context.Context, ns *v1
 	}
 }
 
-// estimateGracefulTermination is how long, in seconds, instances of gvr may
-// still take to go; only pods have a grace period. Once the namespace has
-// been deleting for longer than that, the estimate is zero.
-func (d *namespacedResourcesDeleter) estimateGracefulTermination(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (int64, error) {
+// planDeletion returns how long, in seconds, instances of gvr may still
+// take to go (only pods have a grace period; zero once the namespace has
+// been deleting for longer) and the shards a large collection of pods or
+// events is deleted in.
+func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (int64, []string, error) {
 	if gvr.GroupResource() != podsResource.GroupResource() {
-		return 0, nil
+		return 0, d.eventShardsIfLarge(ctx, gvr, ns), nil
 	}
-	estimate, err := d.longestPodGracePeriod(ctx, ns)
+	estimate, byNode, err := d.surveyPods(ctx, ns)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	var shards []string
+	if total(byNode) >= shardMinItems {
+		shards = nodeShards(byNode)
 	}
 	if d.now().Sub(deletedAt.Time) >= time.Duration(estimate)*time.Second {
-		return 0, nil
+		estimate = 0
 	}
-	return estimate, nil
+	return estimate, shards, nil
 }
 
-// longestPodGracePeriod is the largest terminationGracePeriodSeconds among
-// the namespace's pods that have not finished.
-func (d *namespacedResourcesDeleter) longestPodGracePeriod(ctx context.Context, ns string) (int64, error) {
+// surveyPods returns the largest terminationGracePeriodSeconds among the
+// namespace's pods that have not finished, and how many pods each node
+// holds.
+func (d *namespacedResourcesDeleter) surveyPods(ctx context.Context, ns string) (int64, map[string]int, error) {
 	if d.podsGetter == nil {
-		return 0, fmt.Errorf("unexpected: podsGetter is nil. Cannot estimate grace period seconds for pods")
+		return 0, nil, fmt.Errorf("unexpected: podsGetter is nil. Cannot estimate grace period seconds for pods")
 	}
 	pods := d.podsGetter.Pods(ns)
 	longest := int64(0)
+	byNode := map[string]int{}
 	err := eachListItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return pods.List(ctx, opts)
 	}, func(obj runtime.Object) error {
@@ -526,6 +555,7 @@ func (d *namespacedResourcesDeleter) longestPodGracePeriod(ctx context.Context, 
 		if !ok {
 			return fmt.Errorf("listing pods returned a %T", obj)
 		}
+		byNode[p.Spec.NodeName]++
 		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			return nil
 		}
@@ -535,7 +565,15 @@ func (d *namespacedResourcesDeleter) longestPodGracePeriod(ctx context.Context, 
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return longest, nil
+	return longest, byNode, nil
+}
+
+func total(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }
