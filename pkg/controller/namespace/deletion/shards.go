@@ -28,8 +28,8 @@ const parallelRequests = 8
 const shardMinItems = 200
 
 // maxNodeShards bounds the nodes named in pod shards; pods on other nodes
-// (or none) share the last shard.
-const maxNodeShards = 16
+// (or none) share one more shard.
+const maxNodeShards = 64
 
 var (
 	coreEvents = schema.GroupVersionResource{Version: "v1", Resource: "events"}
@@ -40,17 +40,23 @@ var (
 
 // eventShardKeys are the kinds, and within them the reasons, most of a
 // namespace's events have: the scheduler's and kubelet's about pods and
-// the workload controllers' about what they create.
-var eventShardKeys = []struct {
-	kind    string
-	reasons []string
-}{
-	{"Pod", []string{"Scheduled", "FailedScheduling", "Pulling", "Pulled", "Created", "Started", "Killing"}},
-	{"ReplicaSet", []string{"SuccessfulCreate", "SuccessfulDelete"}},
-	{"Deployment", nil},
-	{"Job", []string{"SuccessfulCreate"}},
-	{"StatefulSet", nil},
-	{"DaemonSet", nil},
+// the workload controllers' about what they create and scale. The likely
+// largest come first, as the first shards start first; an empty reason
+// makes the whole kind one shard.
+var eventShardKeys = []struct{ kind, reason string }{
+	{"Pod", "Scheduled"},
+	{"ReplicaSet", "SuccessfulCreate"},
+	{"Deployment", ""},
+	{"Pod", "Pulled"},
+	{"Pod", "Created"},
+	{"Pod", "Started"},
+	{"Pod", "Killing"},
+	{"ReplicaSet", "SuccessfulDelete"},
+	{"Pod", "FailedScheduling"},
+	{"Pod", "Pulling"},
+	{"Job", "SuccessfulCreate"},
+	{"StatefulSet", ""},
+	{"DaemonSet", ""},
 }
 
 // partition splits the items matching within on field: one selector for
@@ -69,25 +75,39 @@ func joinSelector(within []string, terms ...string) string {
 	return strings.Join(all, ",")
 }
 
-// eventShards partitions core events by eventShardKeys.
+// eventShards partitions core events by eventShardKeys: one shard per key,
+// one per kind for its other reasons, and one for the other kinds.
 func eventShards() []string {
-	kinds := make([]string, 0, len(eventShardKeys))
+	const kindField, reasonField = "involvedObject.kind", "reason"
+	var kinds []string
+	reasons := map[string][]string{}
 	var shards []string
 	for _, k := range eventShardKeys {
-		kinds = append(kinds, k.kind)
-		of := []string{"involvedObject.kind=" + fields.EscapeValue(k.kind)}
-		if len(k.reasons) == 0 {
-			shards = append(shards, joinSelector(of))
+		if _, seen := reasons[k.kind]; !seen {
+			kinds = append(kinds, k.kind)
+			reasons[k.kind] = nil
+		}
+		of := kindField + "=" + fields.EscapeValue(k.kind)
+		if k.reason == "" {
+			shards = append(shards, of)
 			continue
 		}
-		shards = append(shards, partition(of, "reason", k.reasons)...)
+		reasons[k.kind] = append(reasons[k.kind], k.reason)
+		shards = append(shards, of+","+reasonField+"="+fields.EscapeValue(k.reason))
 	}
-	rest := partition(nil, "involvedObject.kind", kinds)
+	for _, kind := range kinds {
+		if len(reasons[kind]) > 0 {
+			rest := partition([]string{kindField + "=" + fields.EscapeValue(kind)}, reasonField, reasons[kind])
+			shards = append(shards, rest[len(rest)-1])
+		}
+	}
+	rest := partition(nil, kindField, kinds)
 	return append(shards, rest[len(rest)-1])
 }
 
 // nodeShards partitions pods by the nodes holding most of them, given how
-// many each node holds ("" for pods not yet scheduled).
+// many each node holds ("" for pods not yet scheduled), the largest shard
+// first: the first shards start first.
 func nodeShards(podsByNode map[string]int) []string {
 	nodes := make([]string, 0, len(podsByNode))
 	for n := range podsByNode {
@@ -104,10 +124,18 @@ func nodeShards(podsByNode map[string]int) []string {
 		}
 		return nodes[i] < nodes[j]
 	})
-	if len(nodes) > maxNodeShards {
-		nodes = nodes[:maxNodeShards]
+	named := nodes[:min(len(nodes), maxNodeShards)]
+	shards := partition(nil, "spec.nodeName", named)
+	others := total(podsByNode)
+	for _, n := range named {
+		others -= podsByNode[n]
 	}
-	return partition(nil, "spec.nodeName", nodes)
+	// The shard of the other nodes goes where its size puts it.
+	at := sort.Search(len(named), func(i int) bool { return podsByNode[named[i]] < others })
+	rest := shards[len(shards)-1]
+	copy(shards[at+1:], shards[at:len(shards)-1])
+	shards[at] = rest
+	return shards
 }
 
 // eventShardsIfLarge returns eventShards when the namespace holds at least

@@ -36,31 +36,31 @@ func matchingShards(t *testing.T, shards []string, set fields.Set) int {
 
 func TestEventShardsMatchEveryEventOnce(t *testing.T) {
 	shards := eventShards()
-	var kinds []string
+	kinds := map[string]bool{"Service": true, "Widget": true, "": true, "Pod,x": true}
+	reasons := map[string]bool{"SomethingElse": true, "": true}
 	for _, k := range eventShardKeys {
-		kinds = append(kinds, k.kind)
-		for _, r := range append([]string{"SomethingElse", ""}, k.reasons...) {
-			set := fields.Set{"involvedObject.kind": k.kind, "reason": r}
+		kinds[k.kind] = true
+		reasons[k.reason] = true
+	}
+	for kind := range kinds {
+		for reason := range reasons {
+			set := fields.Set{"involvedObject.kind": kind, "reason": reason}
 			if n := matchingShards(t, shards, set); n != 1 {
 				t.Errorf("%v matches %d shards, want 1", set, n)
 			}
 		}
 	}
-	for _, k := range []string{"Service", "Widget", "", "Pod,x"} {
-		set := fields.Set{"involvedObject.kind": k, "reason": "Scheduled"}
-		if n := matchingShards(t, shards, set); n != 1 {
-			t.Errorf("%v matches %d shards, want 1", set, n)
-		}
-	}
-	if len(shards) < len(kinds) {
-		t.Errorf("%d shards for %d kinds", len(shards), len(kinds))
+	// The likely largest shard starts first.
+	first := fields.Set{"involvedObject.kind": "Pod", "reason": "Scheduled"}
+	if matchingShards(t, shards[:1], first) != 1 {
+		t.Errorf("first shard %q, want the pods' Scheduled events", shards[0])
 	}
 }
 
-func TestNodeShardsMatchEveryPodOnce(t *testing.T) {
+func TestNodeShardsMatchEveryPodOnceLargestFirst(t *testing.T) {
 	byNode := map[string]int{"": 3}
-	for i := range maxNodeShards + 4 {
-		byNode[fmt.Sprintf("node-%02d", i)] = 10 + i
+	for i := range maxNodeShards + 30 {
+		byNode[fmt.Sprintf("node-%03d", i)] = 10 + i
 	}
 	shards := nodeShards(byNode)
 	if len(shards) != maxNodeShards+1 {
@@ -71,9 +71,15 @@ func TestNodeShardsMatchEveryPodOnce(t *testing.T) {
 			t.Errorf("pods on %q match %d shards, want 1", node, n)
 		}
 	}
-	// The nodes with the fewest pods share the last shard.
-	if n := matchingShards(t, shards[:maxNodeShards], fields.Set{"spec.nodeName": "node-00"}); n != 0 {
-		t.Errorf("the node with the fewest pods has its own shard: %v", shards)
+	// The 30 nodes with the fewest pods and the unscheduled pods share a
+	// shard, the largest (over 300 pods): it starts first.
+	if n := matchingShards(t, shards[:1], fields.Set{"spec.nodeName": "node-000"}); n != 1 {
+		t.Errorf("first shard %q, want the one of the nodes not named", shards[0])
+	}
+	// Otherwise the nodes with the most pods go first.
+	small := map[string]int{"a": 5, "b": 300, "c": 40}
+	if got, want := nodeShards(small)[:3], []string{"spec.nodeName=b", "spec.nodeName=c", "spec.nodeName=a"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("shards start %q, want %q", got, want)
 	}
 	if s := nodeShards(map[string]int{"node-a": 500, "": 20}); s != nil {
 		t.Errorf("pods on one node split into %v, want one request", s)
