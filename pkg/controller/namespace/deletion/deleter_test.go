@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -67,6 +68,13 @@ func partial(apiVersion, kind, name string, finalizers ...string) *metav1.Partia
 // newMetadataClient makes deletecollection really delete (the fake tracker
 // ignores it) except objects with finalizers, which stay as on a server.
 func newMetadataClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
+	return newMetadataClientWithFields(nil, objs...)
+}
+
+// newMetadataClientWithFields is newMetadataClient whose deletecollection
+// honours a field selector against fieldsOf(resource, name), as a server
+// does (fieldsOf nil: every object matches).
+func newMetadataClientWithFields(fieldsOf func(resource, name string) fields.Set, objs ...runtime.Object) *metadatafake.FakeMetadataClient {
 	c := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
 	tracker := c.Tracker()
 	for _, o := range objs {
@@ -88,12 +96,20 @@ func newMetadataClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient 
 	}
 	c.PrependReactor("delete-collection", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		gvr := a.GetResource()
+		sel, err := fields.ParseSelector(a.(clienttesting.DeleteCollectionAction).GetListRestrictions().Fields.String())
+		if err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
 		list, err := tracker.List(gvr, schema.GroupVersionKind{Group: "fake-metadata-client-group", Version: "v1"}, a.GetNamespace())
 		if err != nil {
 			return true, nil, err
 		}
 		for _, item := range list.(*metav1.List).Items {
-			_ = deleteUnlessFinalized(gvr, a.GetNamespace(), item.Object.(*metav1.PartialObjectMetadata).Name)
+			name := item.Object.(*metav1.PartialObjectMetadata).Name
+			if fieldsOf != nil && !sel.Matches(fieldsOf(gvr.Resource, name)) {
+				continue
+			}
+			_ = deleteUnlessFinalized(gvr, a.GetNamespace(), name)
 		}
 		return true, nil, nil
 	})

@@ -62,12 +62,20 @@ var eventShardKeys = []struct{ kind, reason string }{
 // partition splits the items matching within on field: one selector for
 // each value, and one for every value not listed.
 func partition(within []string, field string, values []string) []string {
-	var out, others []string
+	var out []string
 	for _, v := range values {
 		out = append(out, joinSelector(within, field+"="+fields.EscapeValue(v)))
-		others = append(others, field+"!="+fields.EscapeValue(v))
 	}
-	return append(out, joinSelector(within, others...))
+	return append(out, noneOf(within, field, values))
+}
+
+// noneOf selects the items matching within whose field has none of values.
+func noneOf(within []string, field string, values []string) string {
+	terms := make([]string, 0, len(values))
+	for _, v := range values {
+		terms = append(terms, field+"!="+fields.EscapeValue(v))
+	}
+	return joinSelector(within, terms...)
 }
 
 func joinSelector(within []string, terms ...string) string {
@@ -97,12 +105,10 @@ func eventShards() []string {
 	}
 	for _, kind := range kinds {
 		if len(reasons[kind]) > 0 {
-			rest := partition([]string{kindField + "=" + fields.EscapeValue(kind)}, reasonField, reasons[kind])
-			shards = append(shards, rest[len(rest)-1])
+			shards = append(shards, noneOf([]string{kindField + "=" + fields.EscapeValue(kind)}, reasonField, reasons[kind]))
 		}
 	}
-	rest := partition(nil, kindField, kinds)
-	return append(shards, rest[len(rest)-1])
+	return append(shards, noneOf(nil, kindField, kinds))
 }
 
 // nodeShards partitions pods by the nodes holding most of them, given how
@@ -139,12 +145,12 @@ func nodeShards(podsByNode map[string]int) []string {
 }
 
 // eventShardsIfLarge returns eventShards when the namespace holds at least
-// shardMinItems events; one page of names tells.
+// shardMinItems events: a page one short of that with more to come tells.
 func (d *namespacedResourcesDeleter) eventShardsIfLarge(ctx context.Context, gvr schema.GroupVersionResource, ns string) []string {
 	if gvr != coreEvents || !d.unsupported.supported(verbKey{verbList, gvr}) {
 		return nil
 	}
-	page, err := d.metadataClient.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: shardMinItems})
+	page, err := d.metadataClient.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: shardMinItems - 1})
 	if err != nil || page.Continue == "" {
 		// On error the collection goes in one request, which reports it.
 		return nil

@@ -3,7 +3,6 @@ package deletion
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,8 +92,7 @@ type shardedBed struct {
 	md   *metadatafake.FakeMetadataClient
 	d    *namespacedResourcesDeleter
 
-	mu     sync.Mutex
-	fields map[string]fields.Set // by resource/name
+	fields map[string]fields.Set // by resource/name; read-only once built
 }
 
 func eventsResources() []*metav1.APIResourceList {
@@ -126,29 +124,7 @@ func newShardedBed(t *testing.T, pods, events int, nodes int) *shardedBed {
 		b.fields["events/"+name] = fields.Set{"involvedObject.kind": kinds[i%len(kinds)], "reason": reasons[(i/len(kinds))%len(reasons)]}
 	}
 	b.kube = fake.NewClientset(kubeObjs...)
-	b.md = newMetadataClient(objs...)
-	tracker := b.md.Tracker()
-	b.md.PrependReactor("delete-collection", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		gvr := a.GetResource()
-		sel, err := fields.ParseSelector(a.(clienttesting.DeleteCollectionAction).GetListRestrictions().Fields.String())
-		if err != nil {
-			return true, nil, apierrors.NewBadRequest(err.Error())
-		}
-		list, err := tracker.List(gvr, schema.GroupVersionKind{Group: "fake-metadata-client-group", Version: "v1"}, a.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		for _, item := range list.(*metav1.List).Items {
-			name := item.Object.(*metav1.PartialObjectMetadata).Name
-			b.mu.Lock()
-			set := b.fields[gvr.Resource+"/"+name]
-			b.mu.Unlock()
-			if sel.Matches(set) {
-				_ = tracker.Delete(gvr, a.GetNamespace(), name)
-			}
-		}
-		return true, nil, nil
-	})
+	b.md = newMetadataClientWithFields(func(resource, name string) fields.Set { return b.fields[resource+"/"+name] }, objs...)
 	b.d = newDeleter(t, b.kube, b.md, func() ([]*metav1.APIResourceList, error) { return eventsResources(), nil })
 	b.d.metadataClient = pagedMetadata{Interface: b.md, limits: &limitRecorder{}}
 	return b
@@ -205,6 +181,18 @@ func TestLargeCollectionsAreDeletedInShards(t *testing.T) {
 	if len(actionsOf(b.kube.Actions(), "create", "namespaces", "finalize")) != 1 {
 		t.Error("namespace not finalized after its content went")
 	}
+}
+
+// The threshold counts: exactly shardMinItems events are sharded.
+func TestEventsAtTheThresholdAreSharded(t *testing.T) {
+	b := newShardedBed(t, 0, shardMinItems, 1)
+	if err := b.d.Delete(context.Background(), nsName); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if n := len(b.deleteCollections(coreEvents)); n != len(eventShards()) {
+		t.Errorf("%d events deleted in %d requests, want %d shards", shardMinItems, n, len(eventShards()))
+	}
+	b.wantEmpty(t, coreEvents)
 }
 
 // Small collections go in one request without a selector, as upstream's.
