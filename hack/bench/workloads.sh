@@ -11,6 +11,9 @@
 #             a second kwok; that kwok is killed (its nodes stop
 #             heartbeating): converge = those nodes tainted, their pods
 #             evicted, every Deployment available again on the others.
+#   joblatency  BENCH_SIZE one-pod Jobs one after another on a quiet
+#             cluster, each created and waited for (Complete) before the
+#             next: converge = the sum, plus the median and slowest Job.
 #   services  BENCH_SIZE pods (Deployments x 10), a Service per Deployment;
 #             converge = every Service's EndpointSlices list 10 ready
 #             endpoints; then readiness of every pod flips to false and back
@@ -21,7 +24,9 @@
 # Environment as rollout.sh (BENCH_ROUNDS, BENCH_QPS, BENCH_BURST,
 # BENCH_KCM_FLAGS, BENCH_TIMEOUT, BENCH_DIR, BENCH_PPROF: ours' last round takes
 # a CPU profile of the workload's first 30 s and a heap profile at its end),
-# plus BENCH_WORKLOAD and BENCH_SIZE. BENCH_ONLY=ours|upstream runs one
+# plus BENCH_WORKLOAD and BENCH_SIZE; BENCH_OURS_BINARY runs another build
+# as ours (one change on its own: two builds, BENCH_ONLY=ours, alternating).
+# BENCH_ONLY=ours|upstream runs one
 # binary (quick iterations: per-run figures, no table); BENCH_KEEP_AUDIT=1
 # keeps each run's audit log (for hack/bench/timeline.py).
 set -euo pipefail
@@ -43,13 +48,13 @@ NS=bench
 log() { echo "+++ [bench ${WORKLOAD} $(date -u +%H:%M:%S)] $*" >&2; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
 source "${ROOT}/hack/bench/lib.sh"
-case "${WORKLOAD}" in jobs|nodefail|services) ;; *) log "BENCH_WORKLOAD must be jobs, nodefail or services"; exit 2;; esac
+case "${WORKLOAD}" in jobs|joblatency|nodefail|services) ;; *) log "BENCH_WORKLOAD must be jobs, joblatency, nodefail or services"; exit 2;; esac
 [[ "${SIZE}" =~ ^[1-9][0-9]*0$ ]] || { log "BENCH_SIZE must be a multiple of 10"; exit 2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok kube-controller-manager-upstream
 COMMIT="$(git -C "${ROOT}" rev-parse --short HEAD)$(git -C "${ROOT}" diff --quiet HEAD -- . ':!README.md' || echo '-dirty')"
 (cd "${ROOT}" && make -s bench-build)
-OURS="${BIN}/kube-controller-manager-bench"
+OURS="${BENCH_OURS_BINARY:-${BIN}/kube-controller-manager-bench}"
 UPSTREAM="${BIN}/kube-controller-manager-upstream"
 mkdir -p "${OUT}"
 POLICY="${OUT}/audit-policy.yaml"
@@ -103,6 +108,20 @@ wl_jobs() { # KUBECTL...
   echo "indexed_complete $(secs "${t0}" "${t1}")"
   echo "short_jobs_gone $(secs "${t0}" "${t2}")"
   echo "total $(secs "${t0}" "${t2}")"
+}
+
+wl_joblatency() { # KUBECTL...
+  local i t0 t1 lat=()
+  for (( i = 0; i < SIZE; i++ )); do
+    printf -- 'apiVersion: batch/v1\nkind: Job\nmetadata: {name: j-%d, namespace: %s}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox, command: ["true"]}]\n' "${i}" "${NS}" > "${RUN_DIR}/job.yaml"
+    t0=$(now)
+    "$@" create -f "${RUN_DIR}/job.yaml" >/dev/null
+    "$@" -n "${NS}" wait --for=condition=complete --timeout="${TIMEOUT}s" "job/j-${i}" >/dev/null || OK=0
+    t1=$(now)
+    lat+=("$(awk -v a="${t0}" -v b="${t1}" 'BEGIN {printf "%.3f", b - a}')")
+  done
+  printf '%s\n' "${lat[@]}" | sort -n | awk '{v[NR] = $1; sum += $1} END {
+    printf "job_median %.2f\njob_slowest %.2f\ntotal %.1f\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), v[NR], sum}'
 }
 
 wl_nodefail() { # KUBECTL...

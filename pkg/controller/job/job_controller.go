@@ -113,7 +113,10 @@ type Controller struct {
 	// uncertainCreates: Jobs a pod create of which failed without the API
 	// server's verdict, so the pod may exist anyway.
 	uncertainCreates *controller.UncertainCreates
-	features         Features
+	// active counts each Job's running pods, to sync a Job at once when
+	// its last one finishes.
+	active   *activePods
+	features Features
 }
 
 // orphanPodKey names either one pod or all pods of a namespace matching a
@@ -149,6 +152,7 @@ func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodIn
 		clock:           clk,
 		podBackoffStore: newBackoffStore(),
 		consistency:     controller.NewNoopConsistencyStore(),
+		active:          newActivePods(),
 		features:        features,
 	}
 	podControl := controller.RealPodControl{KubeClient: kubeClient, Recorder: recorder}
@@ -176,9 +180,9 @@ func newControllerWithClock(ctx context.Context, podInformer coreinformers.PodIn
 	jm.jobStoreSynced = jobInformer.Informer().HasSynced
 
 	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { jm.addPod(logger, obj) },
-		UpdateFunc: func(old, cur interface{}) { jm.updatePod(logger, old, cur) },
-		DeleteFunc: func(obj interface{}) { jm.deletePod(logger, obj, true) },
+		AddFunc:    func(obj interface{}) { jm.podAdded(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { jm.podUpdated(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { jm.podDeleted(logger, obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("adding Pod event handler: %w", err)
 	}
@@ -250,6 +254,24 @@ func (jm *Controller) podJobs(pod *v1.Pod) []*batch.Job {
 	return out
 }
 
+// podAdded, podUpdated and podDeleted are the pod informer's handlers:
+// they keep the active count, then react to the event.
+func (jm *Controller) podAdded(logger klog.Logger, obj interface{}) {
+	jm.active.observe(nil, podFromEvent(obj))
+	jm.addPod(logger, obj)
+}
+
+func (jm *Controller) podUpdated(logger klog.Logger, old, cur interface{}) {
+	oldPod, curPod := old.(*v1.Pod), cur.(*v1.Pod)
+	left := jm.active.observe(oldPod, curPod)
+	jm.updatePod(logger, oldPod, curPod, left)
+}
+
+func (jm *Controller) podDeleted(logger klog.Logger, obj interface{}) {
+	jm.active.observe(podFromEvent(obj), nil)
+	jm.deletePod(logger, obj, true)
+}
+
 func (jm *Controller) addPod(logger klog.Logger, obj interface{}) {
 	pod := obj.(*v1.Pod)
 	recordTrackingFinalizerChange(nil, pod)
@@ -280,8 +302,9 @@ func (jm *Controller) addPod(logger klog.Logger, obj interface{}) {
 	}
 }
 
-func (jm *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
-	oldPod, curPod := old.(*v1.Pod), cur.(*v1.Pod)
+// updatePod reacts to a pod update; activeLeft is how many pods of curPod's
+// Job are still active after it.
+func (jm *Controller) updatePod(logger klog.Logger, oldPod, curPod *v1.Pod, activeLeft int) {
 	recordTrackingFinalizerChange(oldPod, curPod)
 	if curPod.ResourceVersion == oldPod.ResourceVersion {
 		return // periodic resync
@@ -315,6 +338,12 @@ func (jm *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 			if key, err := controller.KeyFunc(job); err == nil {
 				jm.finalizerExpectations.observed(logger, key, curPod.UID)
 			}
+		}
+		if !refChanged && activeLeft == 0 && controller.IsPodTerminal(curPod) && !controller.IsPodTerminal(oldPod) && jm.creationsObserved(logger, job) {
+			// The Job's last running pod finished: nothing else can join
+			// the batch.
+			jm.enqueueNow(logger, job)
+			return
 		}
 		jm.enqueueBatched(logger, job)
 		return
@@ -442,6 +471,13 @@ func (jm *Controller) enqueueLabelSelector(job *batch.Job) {
 		return
 	}
 	jm.orphanQueue.Add(orphanPodKey{bySelector: true, namespace: job.Namespace, value: sel.String()})
+}
+
+// creationsObserved: the informer has shown every pod the Job's last sync
+// created or deleted (an early sync would otherwise only write status).
+func (jm *Controller) creationsObserved(logger klog.Logger, job *batch.Job) bool {
+	key, err := controller.KeyFunc(job)
+	return err == nil && jm.expectations.SatisfiedExpectations(logger, key)
 }
 
 // enqueueNow is for Job events (create, delete, spec change).
