@@ -352,3 +352,32 @@ func TestLargeNamespaceIsEmptiedInShards(t *testing.T) {
 		t.Errorf("%d pod shards and %d event shards, want the pods split by node and the events by kind: %q", podShards, eventShards, deletes)
 	}
 }
+
+// The pod shard of the nodes not named carries one term per named node
+// (the namespace controller names at most 512): the API server takes a
+// selector that long and applies every term.
+func TestLongestPodShardSelectorIsAccepted(t *testing.T) {
+	c := runController(t)
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "ns-long-selector")
+	node := func(i int) string { return fmt.Sprintf("a-node-with-a-rather-long-name-%03d", i) }
+	for i := range 3 {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i)},
+			Spec: v1.PodSpec{NodeName: node(i * 300), Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	terms := make([]string, 512)
+	for i := range terms {
+		terms[i] = "spec.nodeName!=" + node(i)
+	}
+	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: strings.Join(terms, ",")})
+	if err != nil {
+		t.Fatalf("a %d-term selector refused: %v", len(terms), err)
+	}
+	// Nodes 0 and 300 are named; 600 is not.
+	if len(list.Items) != 1 || list.Items[0].Name != "p-2" {
+		t.Errorf("the selector matched %d pods, want only p-2: %v", len(list.Items), list.Items)
+	}
+}

@@ -27,9 +27,14 @@ const parallelRequests = 8
 // upstream sends it.
 const shardMinItems = 200
 
-// maxNodeShards bounds the nodes named in pod shards; pods on other nodes
-// (or none) share one more shard.
-const maxNodeShards = 64
+// Pod shards name the nodes holding at least minNodeShardPods of the
+// namespace's pods, the most first, up to maxNodeShards (which bounds the
+// terms of the one more shard that takes the pods on all other nodes, or
+// none): on a large cluster that shard would otherwise hold most pods.
+const (
+	maxNodeShards    = 512
+	minNodeShardPods = 20
+)
 
 var (
 	coreEvents = schema.GroupVersionResource{Version: "v1", Resource: "events"}
@@ -131,6 +136,12 @@ func nodeShards(podsByNode map[string]int) []string {
 		return nodes[i] < nodes[j]
 	})
 	named := nodes[:min(len(nodes), maxNodeShards)]
+	for len(named) > 0 && podsByNode[named[len(named)-1]] < minNodeShardPods {
+		named = named[:len(named)-1]
+	}
+	if len(named) == 0 {
+		return nil
+	}
 	shards := partition(nil, "spec.nodeName", named)
 	others := total(podsByNode)
 	for _, n := range named {

@@ -3,6 +3,7 @@ package deletion
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -71,17 +72,43 @@ func TestNodeShardsMatchEveryPodOnceLargestFirst(t *testing.T) {
 		}
 	}
 	// The 30 nodes with the fewest pods and the unscheduled pods share a
-	// shard, the largest (over 300 pods): it starts first.
+	// shard, the largest (over 700 pods): it starts first.
 	if n := matchingShards(t, shards[:1], fields.Set{"spec.nodeName": "node-000"}); n != 1 {
 		t.Errorf("first shard %q, want the one of the nodes not named", shards[0])
 	}
 	// Otherwise the nodes with the most pods go first.
-	small := map[string]int{"a": 5, "b": 300, "c": 40}
+	small := map[string]int{"a": 25, "b": 300, "c": 40}
 	if got, want := nodeShards(small)[:3], []string{"spec.nodeName=b", "spec.nodeName=c", "spec.nodeName=a"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("shards start %q, want %q", got, want)
 	}
 	if s := nodeShards(map[string]int{"node-a": 500, "": 20}); s != nil {
 		t.Errorf("pods on one node split into %v, want one request", s)
+	}
+}
+
+// Every node holding enough pods gets its own shard, beyond the first
+// 64 of a large cluster; nodes with a few pods share the last one.
+func TestNodeShardsNameEveryNodeWithEnoughPods(t *testing.T) {
+	byNode := map[string]int{"": 7}
+	for i := range 201 {
+		byNode[fmt.Sprintf("kwok-node-%d", i)] = 100
+	}
+	for i := range 40 {
+		byNode[fmt.Sprintf("sparse-node-%d", i)] = minNodeShardPods - 1
+	}
+	shards := nodeShards(byNode)
+	if len(shards) != 202 {
+		t.Fatalf("%d shards, want 201 named nodes and the rest", len(shards))
+	}
+	for node, pods := range byNode {
+		alone := matchingShards(t, shards, fields.Set{"spec.nodeName": node}) == 1 &&
+			slices.Contains(shards, "spec.nodeName="+node)
+		if want := pods >= minNodeShardPods; alone != want {
+			t.Errorf("pods on %q (%d) in a shard of their own: %v, want %v", node, pods, alone, want)
+		}
+	}
+	if s := nodeShards(map[string]int{"a": minNodeShardPods - 1, "b": 3, "": 250}); s != nil {
+		t.Errorf("no node with %d pods, yet shards %q", minNodeShardPods, s)
 	}
 }
 
