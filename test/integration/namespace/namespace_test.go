@@ -287,11 +287,12 @@ func TestCustomResourcesOfNewCRDAreDeleted(t *testing.T) {
 }
 
 // A namespace with hundreds of pods on several nodes and hundreds of events
-// is emptied with field-selector shards the real server accepts (no
-// request without a selector follows them) and goes away.
+// is emptied in parts the real server accepts: pods by field selector,
+// events by pages (limit and continue token); no request for the whole
+// collection follows them, and the namespace goes away.
 func TestLargeNamespaceIsEmptiedInShards(t *testing.T) {
 	var mu sync.Mutex
-	var deletes []string // "resource?fieldSelector" of each deletecollection
+	var deletes []string // "resource?query" of each deletecollection
 	c := runControllerRecording(t, func(req *http.Request) {
 		if req.Method != http.MethodDelete || !strings.HasPrefix(req.URL.Path, "/api/v1/") {
 			return // events.k8s.io's events follow the core ones, unsplit
@@ -303,12 +304,20 @@ func TestLargeNamespaceIsEmptiedInShards(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		deletes = append(deletes, resource+"?"+req.URL.Query().Get("fieldSelector"))
+		q := req.URL.Query()
+		part := q.Get("fieldSelector")
+		if q.Get("limit") != "" {
+			part = "limit=" + q.Get("limit")
+			if q.Get("continue") != "" {
+				part += "&continue"
+			}
+		}
+		deletes = append(deletes, resource+"?"+part)
 	})
 	ctx := context.Background()
 	ns := framework.CreateNamespace(t, c, "ns-shards")
 	zero := int64(0)
-	const pods, events = 250, 300
+	const pods, events = 250, 600
 	for i := range pods {
 		// On a node, so the pods can be split by node; no grace period, so
 		// they go without a kubelet.
@@ -337,19 +346,22 @@ func TestLargeNamespaceIsEmptiedInShards(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	var podShards, eventShards int
+	var podShards, firstPages, nextPages int
 	for _, d := range deletes {
 		switch {
-		case d == "events?" && eventShards > 0:
-			t.Errorf("events deleted without a selector after their shards (the server refused them?): %q", deletes)
+		case d == "events?" && firstPages > 0:
+			t.Errorf("events deleted whole after their pages (the server refused a page?): %q", deletes)
 		case strings.HasPrefix(d, "pods?spec.nodeName"):
 			podShards++
-		case strings.HasPrefix(d, "events?involvedObject.kind"):
-			eventShards++
+		case d == "events?limit=250":
+			firstPages++
+		case d == "events?limit=250&continue":
+			nextPages++
 		}
 	}
-	if podShards < 4 || eventShards < len(kinds) {
-		t.Errorf("%d pod shards and %d event shards, want the pods split by node and the events by kind: %q", podShards, eventShards, deletes)
+	if podShards < 4 || firstPages != 1 || nextPages != 2 {
+		t.Errorf("%d pod shards, %d first and %d next event pages, want the pods split by node and the %d events in 3 pages: %q",
+			podShards, firstPages, nextPages, events, deletes)
 	}
 }
 

@@ -256,13 +256,13 @@ func notSupported(err error) bool {
 
 // deleteCollection reports whether deletecollection is supported, and an
 // error only when it is but failed. Shards, if any, split the request.
-func (d *namespacedResourcesDeleter) deleteCollection(ctx context.Context, gvr schema.GroupVersionResource, ns string, shards []string) (bool, error) {
+func (d *namespacedResourcesDeleter) deleteCollection(ctx context.Context, gvr schema.GroupVersionResource, ns string, parts requestSource) (bool, error) {
 	logger := klog.FromContext(ctx)
 	if !d.unsupported.supported(verbKey{verbDeleteCollection, gvr}) {
 		logger.V(5).Info("Namespace controller - deleteCollection ignored since not supported", "namespace", ns, "resource", gvr)
 		return false, nil
 	}
-	err := d.deleteShards(ctx, gvr, ns, shards)
+	err := d.deleteShards(ctx, gvr, ns, parts)
 	switch {
 	case err == nil:
 		return true, nil
@@ -354,11 +354,11 @@ type resourceResult struct {
 // leftovers with neither are an error.
 func (d *namespacedResourcesDeleter) deleteResource(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (resourceResult, error) {
 	logger := klog.FromContext(ctx)
-	estimate, shards, err := d.planDeletion(ctx, gvr, ns, deletedAt)
+	estimate, parts, err := d.planDeletion(ctx, gvr, ns, deletedAt)
 	if err != nil {
 		return resourceResult{}, err
 	}
-	collected, err := d.deleteCollection(ctx, gvr, ns, shards)
+	collected, err := d.deleteCollection(ctx, gvr, ns, parts)
 	if err != nil {
 		return resourceResult{estimate: estimate}, err
 	}
@@ -518,11 +518,11 @@ func (d *namespacedResourcesDeleter) writeConditions(ctx context.Context, ns *v1
 
 // planDeletion returns how long, in seconds, instances of gvr may still
 // take to go (only pods have a grace period; zero once the namespace has
-// been deleting for longer) and the shards a large collection of pods or
+// been deleting for longer) and the parts a large collection of pods or
 // events is deleted in.
-func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (int64, []string, error) {
+func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (int64, requestSource, error) {
 	if gvr.GroupResource() != podsResource.GroupResource() {
-		return 0, d.eventShardsIfLarge(ctx, gvr, ns), nil
+		return 0, d.eventPages(gvr, ns), nil
 	}
 	estimate, byNode, err := d.surveyPods(ctx, ns)
 	if err != nil {
@@ -535,7 +535,7 @@ func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schem
 	if d.now().Sub(deletedAt.Time) >= time.Duration(estimate)*time.Second {
 		estimate = 0
 	}
-	return estimate, shards, nil
+	return estimate, selectorShards(shards), nil
 }
 
 // surveyPods returns the largest terminationGracePeriodSeconds among the

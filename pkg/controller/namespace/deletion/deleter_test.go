@@ -104,12 +104,24 @@ func newMetadataClientWithFields(fieldsOf func(resource, name string) fields.Set
 		if err != nil {
 			return true, nil, err
 		}
+		var matching []runtime.Object
 		for _, item := range list.(*metav1.List).Items {
 			name := item.Object.(*metav1.PartialObjectMetadata).Name
-			if fieldsOf != nil && !sel.Matches(fieldsOf(gvr.Resource, name)) {
-				continue
+			if fieldsOf == nil || sel.Matches(fieldsOf(gvr.Resource, name)) {
+				matching = append(matching, item.Object)
 			}
-			_ = deleteUnlessFinalized(gvr, a.GetNamespace(), name)
+		}
+		// Limit and continue token cut the listing to one page, which
+		// alone is deleted, as on a server.
+		page := &metav1.List{}
+		if err := meta.SetList(page, matching); err != nil {
+			return true, nil, err
+		}
+		if err := toPage(page, a.(clienttesting.DeleteCollectionActionImpl).GetListOptions()); err != nil {
+			return true, nil, err
+		}
+		for _, item := range page.Items {
+			_ = deleteUnlessFinalized(gvr, a.GetNamespace(), item.Object.(*metav1.PartialObjectMetadata).Name)
 		}
 		return true, nil, nil
 	})

@@ -2,30 +2,39 @@ package deletion
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
 )
 
 // The API server deletes the items of a deletecollection one after the
 // other (kube-apiserver's --delete-collection-workers defaults to 1), so a
 // namespace's thousands of pods or events take seconds per thousand in one
-// request. A pass splits such a collection into field-selector shards that
-// together match every item exactly once and sends them side by side; the
-// same objects are deleted with the same options, only sooner.
+// request. A pass splits such a collection into parts that together hold
+// every item once and sends them side by side: pods by field selector on
+// their nodes, events by pages of one listing. The same objects are
+// deleted with the same options, only sooner.
 
 // parallelRequests bounds the requests one pass has in flight at each
-// level: resources deleted side by side, and the shards of one resource.
+// level: resources deleted side by side, and the parts of one resource.
 const parallelRequests = 8
 
-// shardMinItems: a collection smaller than this goes in one request, as
-// upstream sends it.
+// shardMinItems: fewer pods than this go in one request, as upstream sends
+// them.
 const shardMinItems = 200
+
+// eventPageSize: a page of events is deleted by one request. Events have
+// no field that splits the largest kind and reason (the scheduler's
+// Scheduled events are a third of a namespace's), so they go by pages:
+// a collection that fills more than one page goes in pages side by side,
+// a smaller one in one request, as upstream sends it.
+const eventPageSize = 250
 
 // Pod shards name the nodes holding at least minNodeShardPods of the
 // namespace's pods, the most first, up to maxNodeShards (which bounds the
@@ -43,26 +52,10 @@ var (
 	eventsAPIEvents = schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
 )
 
-// eventShardKeys are the kinds, and within them the reasons, most of a
-// namespace's events have: the scheduler's and kubelet's about pods and
-// the workload controllers' about what they create and scale. The likely
-// largest come first, as the first shards start first; an empty reason
-// makes the whole kind one shard.
-var eventShardKeys = []struct{ kind, reason string }{
-	{"Pod", "Scheduled"},
-	{"ReplicaSet", "SuccessfulCreate"},
-	{"Deployment", ""},
-	{"Pod", "Pulled"},
-	{"Pod", "Created"},
-	{"Pod", "Started"},
-	{"Pod", "Killing"},
-	{"ReplicaSet", "SuccessfulDelete"},
-	{"Pod", "FailedScheduling"},
-	{"Pod", "Pulling"},
-	{"Job", "SuccessfulCreate"},
-	{"StatefulSet", ""},
-	{"DaemonSet", ""},
-}
+// requestSource hands send the list options of each request that deletes
+// a part of a collection, and fails if it cannot name them all. A nil
+// source means one request for the whole collection.
+type requestSource func(ctx context.Context, send func(metav1.ListOptions)) error
 
 // partition splits the items matching within on field: one selector for
 // each value, and one for every value not listed.
@@ -88,32 +81,20 @@ func joinSelector(within []string, terms ...string) string {
 	return strings.Join(all, ",")
 }
 
-// eventShards partitions core events by eventShardKeys: one shard per key,
-// one per kind for its other reasons, and one for the other kinds.
-func eventShards() []string {
-	const kindField, reasonField = "involvedObject.kind", "reason"
-	var kinds []string
-	reasons := map[string][]string{}
-	var shards []string
-	for _, k := range eventShardKeys {
-		if _, seen := reasons[k.kind]; !seen {
-			kinds = append(kinds, k.kind)
-			reasons[k.kind] = nil
-		}
-		of := kindField + "=" + fields.EscapeValue(k.kind)
-		if k.reason == "" {
-			shards = append(shards, of)
-			continue
-		}
-		reasons[k.kind] = append(reasons[k.kind], k.reason)
-		shards = append(shards, of+","+reasonField+"="+fields.EscapeValue(k.reason))
+// selectorShards sends one request per field selector.
+func selectorShards(selectors []string) requestSource {
+	if len(selectors) == 0 {
+		return nil
 	}
-	for _, kind := range kinds {
-		if len(reasons[kind]) > 0 {
-			shards = append(shards, noneOf([]string{kindField + "=" + fields.EscapeValue(kind)}, reasonField, reasons[kind]))
+	return func(ctx context.Context, send func(metav1.ListOptions)) error {
+		for _, s := range selectors {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			send(metav1.ListOptions{FieldSelector: s})
 		}
+		return nil
 	}
-	return append(shards, noneOf(nil, kindField, kinds))
 }
 
 // nodeShards partitions pods by the nodes holding most of them, given how
@@ -155,46 +136,88 @@ func nodeShards(podsByNode map[string]int) []string {
 	return shards
 }
 
-// eventShardsIfLarge returns eventShards when the namespace holds at least
-// shardMinItems events: a page one short of that with more to come tells.
-func (d *namespacedResourcesDeleter) eventShardsIfLarge(ctx context.Context, gvr schema.GroupVersionResource, ns string) []string {
+// eventPages deletes core events a page at a time. It lists them in pages
+// of eventPageSize and sends, for each page, a deletecollection with the
+// same limit and continue token: the server lists that very page again
+// (the token pins the listing's snapshot) and deletes its items, so the
+// pages hold every event of the snapshot once. The first page goes
+// without a token, at the current state: a namespace being deleted gets no
+// new events, so it can only hold fewer, and its page reaches at least as
+// far. One page in all means one request without a limit, as upstream's.
+func (d *namespacedResourcesDeleter) eventPages(gvr schema.GroupVersionResource, ns string) requestSource {
 	if gvr != coreEvents || !d.unsupported.supported(verbKey{verbList, gvr}) {
 		return nil
 	}
-	page, err := d.metadataClient.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: shardMinItems - 1})
-	if err != nil || page.Continue == "" {
-		// On error the collection goes in one request, which reports it.
-		return nil
+	client := d.metadataClient.Resource(gvr).Namespace(ns)
+	return func(ctx context.Context, send func(metav1.ListOptions)) error {
+		page := metav1.ListOptions{Limit: eventPageSize}
+		for {
+			list, err := client.List(ctx, page)
+			if err != nil {
+				return err
+			}
+			if list.Continue == "" && page.Continue == "" {
+				send(metav1.ListOptions{})
+				return nil
+			}
+			send(page)
+			if list.Continue == "" {
+				return nil
+			}
+			page.Continue = list.Continue
+		}
 	}
-	return eventShards()
 }
 
-// deleteShards deletes gvr's collection in ns, one request per shard (one
-// in all without shards), and returns the first error. A server refusing
-// the selectors gets the one request instead.
-func (d *namespacedResourcesDeleter) deleteShards(ctx context.Context, gvr schema.GroupVersionResource, ns string, shards []string) error {
+// deleteShards deletes gvr's collection in ns, one request per part the
+// source sends (one in all without a source), parallelRequests at a time,
+// and returns the first error. A server refusing a part's selector or
+// token (or a source that could not finish) gets one request for the
+// whole collection instead.
+func (d *namespacedResourcesDeleter) deleteShards(ctx context.Context, gvr schema.GroupVersionResource, ns string, parts requestSource) error {
 	client := d.metadataClient.Resource(gvr).Namespace(ns)
-	if len(shards) == 0 {
-		return client.DeleteCollection(ctx, backgroundDelete(), metav1.ListOptions{})
+	whole := func() error { return client.DeleteCollection(ctx, backgroundDelete(), metav1.ListOptions{}) }
+	if parts == nil {
+		return whole()
 	}
-	errs := make([]error, len(shards))
-	workqueue.ParallelizeUntil(ctx, parallelRequests, len(shards), func(i int) {
-		errs[i] = client.DeleteCollection(ctx, backgroundDelete(), metav1.ListOptions{FieldSelector: shards[i]})
-	})
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	queue := make(chan metav1.ListOptions)
+	for range parallelRequests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for opts := range queue {
+				if err := client.DeleteCollection(ctx, backgroundDelete(), opts); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	sourceErr := parts(ctx, func(opts metav1.ListOptions) { queue <- opts })
+	close(queue)
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, err := range errs {
-		if apierrors.IsBadRequest(err) {
-			return client.DeleteCollection(ctx, backgroundDelete(), metav1.ListOptions{})
-		}
+	if sourceErr != nil || slices.ContainsFunc(errs, refusedPart) {
+		return whole()
 	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if len(errs) > 0 {
+		return errs[0]
 	}
 	return nil
+}
+
+// refusedPart: the server does not take the part's field selector (400),
+// or its continue token has outlived the snapshot it pins (410).
+func refusedPart(err error) bool {
+	return apierrors.IsBadRequest(err) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 // passTasks groups the resources a pass deletes side by side: each alone,
@@ -210,7 +233,7 @@ func passTasks(gvrs []schema.GroupVersionResource) [][]schema.GroupVersionResour
 		tasks = append(tasks, []schema.GroupVersionResource{gvr})
 	}
 	if len(events) > 0 {
-		// Core events first: only they are sharded.
+		// Core events first: only they go in pages.
 		sort.SliceStable(events, func(i, j int) bool { return events[i].Group == "" && events[j].Group != "" })
 		tasks = append([][]schema.GroupVersionResource{events}, tasks...)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -32,29 +35,6 @@ func matchingShards(t *testing.T, shards []string, set fields.Set) int {
 		}
 	}
 	return n
-}
-
-func TestEventShardsMatchEveryEventOnce(t *testing.T) {
-	shards := eventShards()
-	kinds := map[string]bool{"Service": true, "Widget": true, "": true, "Pod,x": true}
-	reasons := map[string]bool{"SomethingElse": true, "": true}
-	for _, k := range eventShardKeys {
-		kinds[k.kind] = true
-		reasons[k.reason] = true
-	}
-	for kind := range kinds {
-		for reason := range reasons {
-			set := fields.Set{"involvedObject.kind": kind, "reason": reason}
-			if n := matchingShards(t, shards, set); n != 1 {
-				t.Errorf("%v matches %d shards, want 1", set, n)
-			}
-		}
-	}
-	// The likely largest shard starts first.
-	first := fields.Set{"involvedObject.kind": "Pod", "reason": "Scheduled"}
-	if matchingShards(t, shards[:1], first) != 1 {
-		t.Errorf("first shard %q, want the pods' Scheduled events", shards[0])
-	}
 }
 
 func TestNodeShardsMatchEveryPodOnceLargestFirst(t *testing.T) {
@@ -157,16 +137,47 @@ func newShardedBed(t *testing.T, pods, events int, nodes int) *shardedBed {
 	return b
 }
 
-// deleteCollections returns the field selectors gvr's deletecollection
-// calls carried, in order.
-func (b *shardedBed) deleteCollections(gvr schema.GroupVersionResource) []string {
-	var out []string
+// deleteCollections returns the list options of gvr's deletecollection
+// calls, in order.
+func (b *shardedBed) deleteCollections(gvr schema.GroupVersionResource) []metav1.ListOptions {
+	var out []metav1.ListOptions
 	for _, a := range b.md.Actions() {
 		if a.GetVerb() == "delete-collection" && a.GetResource() == gvr {
-			out = append(out, a.(clienttesting.DeleteCollectionAction).GetListRestrictions().Fields.String())
+			out = append(out, a.(clienttesting.DeleteCollectionActionImpl).GetListOptions())
 		}
 	}
 	return out
+}
+
+func selectorsOf(calls []metav1.ListOptions) []string {
+	out := make([]string, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, c.FieldSelector)
+	}
+	return out
+}
+
+// wantPages checks that events went in pages of eventPageSize: the first
+// without a token, each next one after the last name of the one before
+// (the fake's token), so no event is in two pages and none is left out.
+func wantPages(t *testing.T, calls []metav1.ListOptions, events int) {
+	t.Helper()
+	pages := (events + eventPageSize - 1) / eventPageSize
+	if len(calls) != pages {
+		t.Fatalf("%d events deleted in %d requests %+v, want %d pages", events, len(calls), calls, pages)
+	}
+	// Sent side by side: the order they reached the server says nothing.
+	calls = slices.Clone(calls)
+	slices.SortFunc(calls, func(a, b metav1.ListOptions) int { return strings.Compare(a.Continue, b.Continue) })
+	for i, c := range calls {
+		want := metav1.ListOptions{Limit: eventPageSize}
+		if i > 0 {
+			want.Continue = fmt.Sprintf("ev-%04d", i*eventPageSize-1)
+		}
+		if c.Limit != want.Limit || c.Continue != want.Continue || c.FieldSelector != "" {
+			t.Errorf("page %d deleted with %+v, want limit %d, token %q", i, c, want.Limit, want.Continue)
+		}
+	}
 }
 
 func (b *shardedBed) wantEmpty(t *testing.T, gvrs ...schema.GroupVersionResource) {
@@ -192,78 +203,146 @@ func (b *shardedBed) deleteTwice(t *testing.T) {
 	}
 }
 
-func TestLargeCollectionsAreDeletedInShards(t *testing.T) {
-	b := newShardedBed(t, 300, 400, 3)
+func TestLargeCollectionsAreDeletedInParts(t *testing.T) {
+	const events = 4*eventPageSize + 100
+	b := newShardedBed(t, 300, events, 3)
 	b.deleteTwice(t)
 
 	pods := b.deleteCollections(podsResource)
 	if len(pods) != 4 {
-		t.Errorf("pods deleted in %d requests %q, want one per node and one for the rest", len(pods), pods)
+		t.Errorf("pods deleted in %d requests %q, want one per node and one for the rest", len(pods), selectorsOf(pods))
 	}
-	events := b.deleteCollections(coreEvents)
-	if len(events) != len(eventShards()) {
-		t.Errorf("events deleted in %d requests, want %d shards", len(events), len(eventShards()))
-	}
+	wantPages(t, b.deleteCollections(coreEvents), events)
 	b.wantEmpty(t, podsResource, coreEvents, configMaps)
 	if len(actionsOf(b.kube.Actions(), "create", "namespaces", "finalize")) != 1 {
 		t.Error("namespace not finalized after its content went")
 	}
 }
 
-// The threshold counts: exactly shardMinItems events are sharded.
-func TestEventsAtTheThresholdAreSharded(t *testing.T) {
-	b := newShardedBed(t, 0, shardMinItems, 1)
-	if err := b.d.Delete(context.Background(), nsName); err != nil {
-		t.Fatalf("Delete: %v", err)
+// One page of events goes in one request without a limit; one more event
+// makes two pages.
+func TestEventsBeyondOnePageGoInPages(t *testing.T) {
+	for _, events := range []int{eventPageSize, eventPageSize + 1} {
+		b := newShardedBed(t, 0, events, 1)
+		if err := b.d.Delete(context.Background(), nsName); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		calls := b.deleteCollections(coreEvents)
+		if events <= eventPageSize {
+			if len(calls) != 1 || calls[0] != (metav1.ListOptions{}) {
+				t.Errorf("%d events deleted with %+v, want one request for all", events, calls)
+			}
+		} else {
+			wantPages(t, calls, events)
+		}
+		b.wantEmpty(t, coreEvents)
 	}
-	if n := len(b.deleteCollections(coreEvents)); n != len(eventShards()) {
-		t.Errorf("%d events deleted in %d requests, want %d shards", shardMinItems, n, len(eventShards()))
-	}
-	b.wantEmpty(t, coreEvents)
 }
 
 // Small collections go in one request without a selector, as upstream's.
 func TestSmallCollectionsAreDeletedInOneRequest(t *testing.T) {
-	b := newShardedBed(t, shardMinItems-1, shardMinItems-1, 3)
+	b := newShardedBed(t, shardMinItems-1, eventPageSize, 3)
 	b.deleteTwice(t)
 
 	for _, gvr := range []schema.GroupVersionResource{podsResource, coreEvents, eventsAPIEvents, configMaps} {
 		calls := b.deleteCollections(gvr)
-		if len(calls) == 0 || calls[0] != "" {
-			t.Errorf("%v: deletecollection calls %q, want one without a selector", gvr, calls)
+		if len(calls) == 0 {
+			t.Errorf("%v: never deleted", gvr)
 		}
-		for _, sel := range calls {
-			if sel != "" {
-				t.Errorf("%v: deleted with selector %q", gvr, sel)
+		for _, c := range calls {
+			if c != (metav1.ListOptions{}) {
+				t.Errorf("%v: deleted with %+v, want one request for all", gvr, c)
 			}
 		}
 	}
 	b.wantEmpty(t, podsResource, coreEvents)
 }
 
-// A server that refuses the selectors gets the one request upstream sends.
-func TestRefusedShardsFallBackToOneRequest(t *testing.T) {
-	b := newShardedBed(t, 0, 400, 1)
-	b.md.PrependReactor("delete-collection", "events", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.(clienttesting.DeleteCollectionAction).GetListRestrictions().Fields.Empty() {
-			return false, nil, nil
-		}
-		return true, nil, apierrors.NewBadRequest(`field label not supported: involvedObject.kind`)
-	})
-	if err := b.d.Delete(context.Background(), nsName); err != nil {
-		t.Fatalf("Delete: %v", err)
+// A server that refuses a part (a field selector it does not know, a
+// continue token past its snapshot), or a listing of pages that fails
+// midway, ends with the one request upstream sends.
+func TestRefusedPartsFallBackToOneRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pods   int
+		events int
+		refuse func(b *shardedBed)
+	}{
+		{name: "pod selector refused", pods: 300, refuse: func(b *shardedBed) {
+			b.md.PrependReactor("delete-collection", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if a.(clienttesting.DeleteCollectionAction).GetListRestrictions().Fields.Empty() {
+					return false, nil, nil
+				}
+				return true, nil, apierrors.NewBadRequest(`field label not supported: spec.nodeName`)
+			})
+		}},
+		{name: "event page token expired", events: 3 * eventPageSize, refuse: func(b *shardedBed) {
+			b.md.PrependReactor("delete-collection", "events", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if a.(clienttesting.DeleteCollectionActionImpl).GetListOptions().Continue == "" {
+					return false, nil, nil
+				}
+				return true, nil, apierrors.NewResourceExpired("the provided continue parameter is too old")
+			})
+		}},
+		{name: "listing pages fails", events: 3 * eventPageSize, refuse: func(b *shardedBed) {
+			b.d.metadataClient = failingLists{Interface: b.d.metadataClient, after: 1}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newShardedBed(t, tc.pods, tc.events, 3)
+			tc.refuse(b)
+			b.deleteTwice(t)
+			gvr := coreEvents
+			if tc.pods > 0 {
+				gvr = podsResource
+			}
+			calls := b.deleteCollections(gvr)
+			if len(calls) < 2 || calls[len(calls)-1] != (metav1.ListOptions{}) {
+				t.Errorf("%v: deletecollection calls %+v, want parts, then one request for all", gvr, calls)
+			}
+			b.wantEmpty(t, gvr)
+		})
 	}
-	calls := b.deleteCollections(coreEvents)
-	if len(calls) == 0 || calls[len(calls)-1] != "" {
-		t.Errorf("events: deletecollection calls end with %q, want one without a selector", calls)
+}
+
+// failingLists answers the first after lists made through one client of a
+// resource, then fails.
+type failingLists struct {
+	metadata.Interface
+	after int
+}
+
+func (f failingLists) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return failingGetter{Getter: f.Interface.Resource(gvr), calls: &atomic.Int32{}, after: f.after}
+}
+
+type failingGetter struct {
+	metadata.Getter
+	calls *atomic.Int32
+	after int
+}
+
+func (g failingGetter) Namespace(ns string) metadata.ResourceInterface {
+	return failingResource{ResourceInterface: g.Getter.Namespace(ns), calls: g.calls, after: g.after}
+}
+
+type failingResource struct {
+	metadata.ResourceInterface
+	calls *atomic.Int32
+	after int
+}
+
+func (r failingResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	if int(r.calls.Add(1)) > r.after {
+		return nil, apierrors.NewInternalError(fmt.Errorf("list failed"))
 	}
-	b.wantEmpty(t, coreEvents)
+	return r.ResourceInterface.List(ctx, opts)
 }
 
 // The two event resources are one store: events.k8s.io's goes after the
-// core shards, not beside them deleting the same items.
+// core pages, not beside them deleting the same items.
 func TestEventsAPIFollowsCoreEvents(t *testing.T) {
-	b := newShardedBed(t, 0, 400, 1)
+	b := newShardedBed(t, 0, 3*eventPageSize, 1)
 	if err := b.d.Delete(context.Background(), nsName); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
