@@ -255,7 +255,7 @@ func notSupported(err error) bool {
 }
 
 // deleteCollection reports whether deletecollection is supported, and an
-// error only when it is but failed. Shards, if any, split the request.
+// error only when it is but failed. Parts, if any, split the request.
 func (d *namespacedResourcesDeleter) deleteCollection(ctx context.Context, gvr schema.GroupVersionResource, ns string, parts requestSource) (bool, error) {
 	logger := klog.FromContext(ctx)
 	if !d.unsupported.supported(verbKey{verbDeleteCollection, gvr}) {
