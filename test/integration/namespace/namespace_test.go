@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,12 +204,31 @@ func TestPodsGoFirst(t *testing.T) {
 		}
 		return p.DeletionTimestamp != nil, nil
 	})
-	// Positive control: make the controller take another full look at the
-	// namespace while the pod is still terminating, and see that it did. A
-	// bogus content-failure condition makes it sync again (it watches the
-	// namespace) and is rewritten by that pass, which runs the pods
-	// step and returns before touching anything else. A stopped controller
-	// never resets the condition, so this wait would fail.
+	forcePass(t, c, ns)
+	if p, err := c.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("pod should still be terminating after the controller's look: %v", err)
+	}
+	if _, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{}); err != nil {
+		t.Fatalf("ConfigMap deleted while a pod was still terminating: %v", err)
+	}
+
+	// Play the kubelet: the pod has stopped.
+	zero := int64(0)
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	waitGone(t, c, ns)
+}
+
+// forcePass makes the controller take another full look at a namespace
+// whose pods are still terminating, and waits until it did: a bogus
+// content-failure condition makes it sync again (it watches the namespace)
+// and is rewritten by that pass, which runs the pods step and returns
+// before touching anything else. A stopped controller never resets the
+// condition, so the wait would fail.
+func forcePass(t *testing.T, c clientset.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
@@ -238,24 +258,113 @@ func TestPodsGoFirst(t *testing.T) {
 		}
 		for _, cond := range got.Status.Conditions {
 			if cond.Type == v1.NamespaceDeletionContentFailure {
-				// Healthy, or failing because the pod outlived its grace
+				// Healthy, or failing because a pod outlived its grace
 				// period; either way the controller rewrote it.
 				return cond.Reason != "TestSentinel", nil
 			}
 		}
 		return false, nil
 	})
-	if p, err := c.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
-		t.Fatalf("pod should still be terminating after the controller's look: %v", err)
+}
+
+// Pods being deleted gracefully are left as they are by another delete
+// without a grace period, even once finished, so passes made while every
+// pod left terminates send none; a pod whose deletion a delete would retry
+// gets one.
+func TestTerminatingPodsAreNotDeletedAgain(t *testing.T) {
+	var podDeletes atomic.Int32
+	c := runControllerRecording(t, func(req *http.Request) {
+		if req.Method == http.MethodDelete && strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "/pods") {
+			podDeletes.Add(1)
+		}
+	})
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t, c, "ns-terminating-pods")
+	grace := int64(300)
+	newPod := func(name string) *v1.Pod {
+		// Bound to a node, so deletion is graceful and waits for a kubelet.
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1.PodSpec{NodeName: "no-such-node", TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
 	}
-	if _, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{}); err != nil {
-		t.Fatalf("ConfigMap deleted while a pod was still terminating: %v", err)
+	held := newPod("held")
+	held.Finalizers = []string{"example.com/hold"}
+	for _, pod := range []*v1.Pod{newPod("a"), newPod("b"), held} {
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, waitTimeout, "the pods to be terminating", func(ctx context.Context) (bool, error) {
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				return false, nil
+			}
+		}
+		return len(pods.Items) == 3, nil
+	})
+	// One finishes meanwhile, as a kubelet would report it.
+	b, err := c.CoreV1().Pods(ns).Get(ctx, "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Status.Phase = v1.PodSucceeded
+	if b, err = c.CoreV1().Pods(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The premise, on the real server: deleting it again without a grace
+	// period changes nothing.
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.CoreV1().Pods(ns).Get(ctx, "b", metav1.GetOptions{}); err != nil || again.ResourceVersion != b.ResourceVersion {
+		t.Fatalf("a second delete changed the terminating pod: %v", err)
 	}
 
-	// Play the kubelet: the pod has stopped.
+	before := podDeletes.Load()
+	if before == 0 {
+		t.Fatal("the controller never deleted the pods")
+	}
+	forcePass(t, c, ns)
+	forcePass(t, c, ns)
+	if n := podDeletes.Load() - before; n != 0 {
+		t.Errorf("%d pod deletes sent while every pod left was terminating, want 0", n)
+	}
+
+	// Positive control: a pod whose deletion grace period is cut to zero
+	// while a finalizer holds it is deleted again by the next pass (the
+	// server retries such a deletion at once).
 	zero := int64(0)
-	if err := c.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "held", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
+	}
+	forcePass(t, c, ns)
+	if podDeletes.Load() == before {
+		t.Error("no pod delete sent for a pod whose deletion a delete would retry")
+	}
+
+	// Play the kubelet and the finalizer's owner.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		held, err := c.CoreV1().Pods(ns).Get(ctx, "held", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		held.Finalizers = nil
+		_, err = c.CoreV1().Pods(ns).Update(ctx, held, metav1.UpdateOptions{})
+		return err
+	}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := c.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
 	}
 	waitGone(t, c, ns)
 }

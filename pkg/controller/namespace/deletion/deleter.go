@@ -524,30 +524,45 @@ func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schem
 	if gvr.GroupResource() != podsResource.GroupResource() {
 		return 0, d.eventPages(gvr, ns), nil
 	}
-	estimate, byNode, err := d.surveyPods(ctx, ns)
+	survey, err := d.surveyPods(ctx, ns)
 	if err != nil {
 		return 0, nil, err
 	}
-	var shards []string
-	if total(byNode) >= shardMinItems {
-		shards = nodeShards(byNode)
-	}
+	estimate := survey.longestGrace
 	if d.now().Sub(deletedAt.Time) >= time.Duration(estimate)*time.Second {
 		estimate = 0
+	}
+	pods := total(survey.byNode)
+	if pods > 0 && survey.gracePending == pods {
+		klog.FromContext(ctx).V(5).Info("Namespace controller - every pod left is terminating, not deleting them again", "namespace", ns, "pods", pods)
+		return estimate, sendNothing, nil
+	}
+	var shards []string
+	if pods >= shardMinItems {
+		shards = nodeShards(survey.byNode)
 	}
 	return estimate, selectorShards(shards), nil
 }
 
-// surveyPods returns the largest terminationGracePeriodSeconds among the
-// namespace's pods that have not finished, and how many pods each node
-// holds.
-func (d *namespacedResourcesDeleter) surveyPods(ctx context.Context, ns string) (int64, map[string]int, error) {
+// podSurvey is what one listing of a namespace's pods tells a pass.
+type podSurvey struct {
+	// longestGrace is the largest terminationGracePeriodSeconds among pods
+	// that have not finished.
+	longestGrace int64
+	// byNode counts pods per node ("" for pods not scheduled).
+	byNode map[string]int
+	// gracePending counts pods whose graceful deletion is under way: the
+	// API server leaves them as they are when deleted again without a
+	// grace period (a deletion grace period of zero is retried at once).
+	gracePending int
+}
+
+func (d *namespacedResourcesDeleter) surveyPods(ctx context.Context, ns string) (podSurvey, error) {
+	survey := podSurvey{byNode: map[string]int{}}
 	if d.podsGetter == nil {
-		return 0, nil, fmt.Errorf("unexpected: podsGetter is nil. Cannot estimate grace period seconds for pods")
+		return survey, fmt.Errorf("unexpected: podsGetter is nil. Cannot estimate grace period seconds for pods")
 	}
 	pods := d.podsGetter.Pods(ns)
-	longest := int64(0)
-	byNode := map[string]int{}
 	err := eachListItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return pods.List(ctx, opts)
 	}, func(obj runtime.Object) error {
@@ -555,19 +570,22 @@ func (d *namespacedResourcesDeleter) surveyPods(ctx context.Context, ns string) 
 		if !ok {
 			return fmt.Errorf("listing pods returned a %T", obj)
 		}
-		byNode[p.Spec.NodeName]++
+		survey.byNode[p.Spec.NodeName]++
+		if p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds != 0 {
+			survey.gracePending++
+		}
 		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			return nil
 		}
-		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g > longest {
-			longest = *g
+		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g > survey.longestGrace {
+			survey.longestGrace = *g
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, nil, err
+		return podSurvey{}, err
 	}
-	return longest, byNode, nil
+	return survey, nil
 }
 
 func total(counts map[string]int) int {

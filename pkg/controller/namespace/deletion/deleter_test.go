@@ -385,6 +385,60 @@ func TestPodGracePeriodEstimate(t *testing.T) {
 	}
 }
 
+// A pod already deleted gracefully is left as it is by a second delete
+// without a grace period, so a pass sends none while every pod left is
+// such a pod; one pod that a delete would still change gets it sent.
+func TestPodDeletesAreNotResentWhileEveryPodTerminates(t *testing.T) {
+	grace := func(s int64) *int64 { return &s }
+	deleted := metav1.NewTime(time.Now())
+	terminating := func(name string, deletionGrace int64) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: name,
+			DeletionTimestamp: &deleted, DeletionGracePeriodSeconds: grace(deletionGrace)},
+			Spec: v1.PodSpec{NodeName: "node-a", TerminationGracePeriodSeconds: grace(30)}}
+	}
+	live := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "live"},
+		Spec: v1.PodSpec{NodeName: "node-a", TerminationGracePeriodSeconds: grace(30)}}
+	finished := terminating("finished", 30)
+	finished.Status.Phase = v1.PodSucceeded
+	cases := []struct {
+		name     string
+		pods     []*v1.Pod
+		wantSent bool
+	}{
+		{"every pod terminating", []*v1.Pod{terminating("a", 30), terminating("b", 1), finished}, false},
+		{"one pod not deleted yet", []*v1.Pod{terminating("a", 30), live}, true},
+		{"one pod with a deletion grace period of zero", []*v1.Pod{terminating("a", 30), terminating("stuck", 0)}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{deletingNamespace(time.Now())}
+			var left []runtime.Object
+			for _, p := range tc.pods {
+				objs = append(objs, p)
+				left = append(left, partial("v1", "Pod", p.Name))
+			}
+			kube := fake.NewClientset(objs...)
+			// The pods are still terminating on the server.
+			md := newMetadataClient(append(left, partial("v1", "ConfigMap", "cm"))...)
+			md.PrependReactor("delete-collection", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
+			d := newDeleter(t, kube, md, func() ([]*metav1.APIResourceList, error) { return resources(), nil })
+
+			err := d.Delete(context.Background(), nsName)
+			var rr *ResourcesRemainingError
+			if !errors.As(err, &rr) || rr.Estimate != 30 {
+				t.Fatalf("Delete = %v, want pods remaining with estimate 30", err)
+			}
+			sent := len(actionsOf(md.Actions(), "delete-collection", "pods", "")) > 0
+			if sent != tc.wantSent {
+				t.Errorf("pods deleted again: %v, want %v", sent, tc.wantSent)
+			}
+			if n := len(actionsOf(md.Actions(), "delete-collection", "configmaps", "")); n != 0 {
+				t.Error("configmaps deleted while pods remain")
+			}
+		})
+	}
+}
+
 func TestNamespaceNotBeingDeletedIsLeftAlone(t *testing.T) {
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName}, Spec: v1.NamespaceSpec{Finalizers: []v1.FinalizerName{v1.FinalizerKubernetes}}}
 	kube := fake.NewClientset(ns)

@@ -81,6 +81,9 @@ func joinSelector(within []string, terms ...string) string {
 	return strings.Join(all, ",")
 }
 
+// sendNothing is a collection no request would change: a pass skips it.
+func sendNothing(context.Context, func(metav1.ListOptions)) error { return nil }
+
 // selectorShards sends one request per field selector.
 func selectorShards(selectors []string) requestSource {
 	if len(selectors) == 0 {
