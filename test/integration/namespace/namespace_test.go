@@ -468,8 +468,8 @@ func TestLargeNamespaceIsEmptiedInShards(t *testing.T) {
 			nextPages++
 		}
 	}
-	if podShards < 4 || firstPages != 1 || nextPages != 2 {
-		t.Errorf("%d pod shards, %d first and %d next event pages, want the pods split by node and the %d events in 3 pages: %q",
+	if podShards < 3 || firstPages != 1 || nextPages != 2 {
+		t.Errorf("%d pod shards, %d first and %d next event pages, want one pod shard per node and the %d events in 3 pages: %q",
 			podShards, firstPages, nextPages, events, deletes)
 	}
 }

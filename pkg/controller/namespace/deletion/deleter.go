@@ -519,7 +519,8 @@ func (d *namespacedResourcesDeleter) writeConditions(ctx context.Context, ns *v1
 // planDeletion returns how long, in seconds, instances of gvr may still
 // take to go (only pods have a grace period; zero once the namespace has
 // been deleting for longer) and the parts a large collection of pods or
-// events is deleted in.
+// events is deleted in. Pods whose graceful deletion is under way get no
+// request of their own: another delete would leave them as they are.
 func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schema.GroupVersionResource, ns string, deletedAt metav1.Time) (int64, requestSource, error) {
 	if gvr.GroupResource() != podsResource.GroupResource() {
 		return 0, d.eventPages(gvr, ns), nil
@@ -533,13 +534,13 @@ func (d *namespacedResourcesDeleter) planDeletion(ctx context.Context, gvr schem
 		estimate = 0
 	}
 	pods := total(survey.byNode)
-	if pods > 0 && survey.gracePending == pods {
+	if pods > 0 && len(survey.toDelete) == 0 {
 		klog.FromContext(ctx).V(5).Info("Namespace controller - every pod left is terminating, not deleting them again", "namespace", ns, "pods", pods)
 		return estimate, sendNothing, nil
 	}
 	var shards []string
 	if pods >= shardMinItems {
-		shards = nodeShards(survey.byNode)
+		shards = nodeShards(survey.byNode, survey.toDelete)
 	}
 	return estimate, selectorShards(shards), nil
 }
@@ -551,14 +552,15 @@ type podSurvey struct {
 	longestGrace int64
 	// byNode counts pods per node ("" for pods not scheduled).
 	byNode map[string]int
-	// gracePending counts pods whose graceful deletion is under way: the
-	// API server leaves them as they are when deleted again without a
-	// grace period (a deletion grace period of zero is retried at once).
-	gracePending int
+	// toDelete counts, by node, the pods a delete would change: all but
+	// those whose graceful deletion is under way, which the API server
+	// leaves as they are when deleted again without a grace period (a
+	// deletion grace period of zero is retried at once).
+	toDelete map[string]int
 }
 
 func (d *namespacedResourcesDeleter) surveyPods(ctx context.Context, ns string) (podSurvey, error) {
-	survey := podSurvey{byNode: map[string]int{}}
+	survey := podSurvey{byNode: map[string]int{}, toDelete: map[string]int{}}
 	if d.podsGetter == nil {
 		return survey, fmt.Errorf("unexpected: podsGetter is nil. Cannot estimate grace period seconds for pods")
 	}
@@ -571,8 +573,9 @@ func (d *namespacedResourcesDeleter) surveyPods(ctx context.Context, ns string) 
 			return fmt.Errorf("listing pods returned a %T", obj)
 		}
 		survey.byNode[p.Spec.NodeName]++
-		if p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds != 0 {
-			survey.gracePending++
+		gracePending := p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds != 0
+		if !gracePending {
+			survey.toDelete[p.Spec.NodeName]++
 		}
 		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 			return nil

@@ -57,16 +57,6 @@ var (
 // source means one request for the whole collection.
 type requestSource func(ctx context.Context, send func(metav1.ListOptions)) error
 
-// partition splits the items matching within on field: one selector for
-// each value, and one for every value not listed.
-func partition(within []string, field string, values []string) []string {
-	var out []string
-	for _, v := range values {
-		out = append(out, joinSelector(within, field+"="+fields.EscapeValue(v)))
-	}
-	return append(out, noneOf(within, field, values))
-}
-
 // noneOf selects the items matching within whose field has none of values.
 func noneOf(within []string, field string, values []string) string {
 	terms := make([]string, 0, len(values))
@@ -102,8 +92,9 @@ func selectorShards(selectors []string) requestSource {
 
 // nodeShards partitions pods by the nodes holding most of them, given how
 // many each node holds ("" for pods not yet scheduled), the largest shard
-// first: the first shards start first.
-func nodeShards(podsByNode map[string]int) []string {
+// first: the first shards start first. Only shards holding a pod that a
+// delete would change (toDelete, counted by node) are returned.
+func nodeShards(podsByNode, toDelete map[string]int) []string {
 	nodes := make([]string, 0, len(podsByNode))
 	for n := range podsByNode {
 		if n != "" {
@@ -126,16 +117,27 @@ func nodeShards(podsByNode map[string]int) []string {
 	if len(named) == 0 {
 		return nil
 	}
-	shards := partition(nil, "spec.nodeName", named)
 	others := total(podsByNode)
+	othersToDelete := total(toDelete)
 	for _, n := range named {
 		others -= podsByNode[n]
+		othersToDelete -= toDelete[n]
 	}
+	var shards []string
 	// The shard of the other nodes goes where its size puts it.
-	at := sort.Search(len(named), func(i int) bool { return podsByNode[named[i]] < others })
-	rest := shards[len(shards)-1]
-	copy(shards[at+1:], shards[at:len(shards)-1])
-	shards[at] = rest
+	rest := noneOf(nil, "spec.nodeName", named)
+	for _, n := range named {
+		if othersToDelete > 0 && podsByNode[n] < others {
+			shards = append(shards, rest)
+			othersToDelete = 0
+		}
+		if toDelete[n] > 0 {
+			shards = append(shards, "spec.nodeName="+fields.EscapeValue(n))
+		}
+	}
+	if othersToDelete > 0 {
+		shards = append(shards, rest)
+	}
 	return shards
 }
 

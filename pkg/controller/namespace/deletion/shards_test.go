@@ -42,7 +42,7 @@ func TestNodeShardsMatchEveryPodOnceLargestFirst(t *testing.T) {
 	for i := range maxNodeShards + 30 {
 		byNode[fmt.Sprintf("node-%03d", i)] = 10 + i
 	}
-	shards := nodeShards(byNode)
+	shards := nodeShards(byNode, byNode)
 	if len(shards) != maxNodeShards+1 {
 		t.Fatalf("%d shards, want %d named nodes and the rest", len(shards), maxNodeShards+1)
 	}
@@ -58,10 +58,10 @@ func TestNodeShardsMatchEveryPodOnceLargestFirst(t *testing.T) {
 	}
 	// Otherwise the nodes with the most pods go first.
 	small := map[string]int{"a": 25, "b": 300, "c": 40}
-	if got, want := nodeShards(small)[:3], []string{"spec.nodeName=b", "spec.nodeName=c", "spec.nodeName=a"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := nodeShards(small, small)[:3], []string{"spec.nodeName=b", "spec.nodeName=c", "spec.nodeName=a"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("shards start %q, want %q", got, want)
 	}
-	if s := nodeShards(map[string]int{"node-a": 500, "": 20}); s != nil {
+	if s := nodeShards(map[string]int{"node-a": 500, "": 20}, map[string]int{"node-a": 500, "": 20}); s != nil {
 		t.Errorf("pods on one node split into %v, want one request", s)
 	}
 }
@@ -76,7 +76,7 @@ func TestNodeShardsNameEveryNodeWithEnoughPods(t *testing.T) {
 	for i := range 40 {
 		byNode[fmt.Sprintf("sparse-node-%d", i)] = minNodeShardPods - 1
 	}
-	shards := nodeShards(byNode)
+	shards := nodeShards(byNode, byNode)
 	if len(shards) != 202 {
 		t.Fatalf("%d shards, want 201 named nodes and the rest", len(shards))
 	}
@@ -87,8 +87,30 @@ func TestNodeShardsNameEveryNodeWithEnoughPods(t *testing.T) {
 			t.Errorf("pods on %q (%d) in a shard of their own: %v, want %v", node, pods, alone, want)
 		}
 	}
-	if s := nodeShards(map[string]int{"a": minNodeShardPods - 1, "b": 3, "": 250}); s != nil {
+	few := map[string]int{"a": minNodeShardPods - 1, "b": 3, "": 250}
+	if s := nodeShards(few, few); s != nil {
 		t.Errorf("no node with %d pods, yet shards %q", minNodeShardPods, s)
+	}
+}
+
+// Shards are sent only where a pod would change: pods whose graceful
+// deletion is under way are left as they are by another delete.
+func TestNodeShardsOnlyWherePodsWouldChange(t *testing.T) {
+	byNode := map[string]int{"a": 300, "b": 200, "c": 100, "d": 5, "e": 5, "": 3}
+	rest := "spec.nodeName!=a,spec.nodeName!=b,spec.nodeName!=c"
+	cases := []struct {
+		toDelete map[string]int
+		want     []string
+	}{
+		{byNode, []string{"spec.nodeName=a", "spec.nodeName=b", "spec.nodeName=c", rest}},
+		{map[string]int{"b": 2}, []string{"spec.nodeName=b"}},
+		{map[string]int{"d": 1}, []string{rest}},
+		{map[string]int{"": 1, "c": 4, "a": 1}, []string{"spec.nodeName=a", "spec.nodeName=c", rest}},
+	}
+	for _, tc := range cases {
+		if got := nodeShards(byNode, tc.toDelete); !slices.Equal(got, tc.want) {
+			t.Errorf("pods to delete %v: shards %q, want %q", tc.toDelete, got, tc.want)
+		}
 	}
 }
 
@@ -209,13 +231,40 @@ func TestLargeCollectionsAreDeletedInParts(t *testing.T) {
 	b.deleteTwice(t)
 
 	pods := b.deleteCollections(podsResource)
-	if len(pods) != 4 {
-		t.Errorf("pods deleted in %d requests %q, want one per node and one for the rest", len(pods), selectorsOf(pods))
+	if len(pods) != 3 {
+		t.Errorf("pods deleted in %d requests %q, want one per node (none for the other nodes: they hold none)", len(pods), selectorsOf(pods))
 	}
 	wantPages(t, b.deleteCollections(coreEvents), events)
 	b.wantEmpty(t, podsResource, coreEvents, configMaps)
 	if len(actionsOf(b.kube.Actions(), "create", "namespaces", "finalize")) != 1 {
 		t.Error("namespace not finalized after its content went")
+	}
+}
+
+// A pass that finds most pods terminating sends only the shard of the
+// node holding a pod a delete would change.
+func TestOnlyShardsWithPodsToDeleteAreSent(t *testing.T) {
+	b := newShardedBed(t, 300, 0, 3)
+	deleted := metav1.NewTime(time.Now())
+	grace := int64(30)
+	pods, err := b.kube.CoreV1().Pods(nsName).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Name == "pod-0002" { // on node-2
+			continue
+		}
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &deleted, &grace
+		if err := b.kube.Tracker().Update(podsResource, p, nsName); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The terminating pods outlived the namespace's grace period: an error.
+	_ = b.d.Delete(context.Background(), nsName)
+	if got := selectorsOf(b.deleteCollections(podsResource)); !slices.Equal(got, []string{"spec.nodeName=node-2"}) {
+		t.Errorf("pods deleted with %q, want only node-2's shard", got)
 	}
 }
 
