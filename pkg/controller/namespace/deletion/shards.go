@@ -57,18 +57,13 @@ var (
 // source means one request for the whole collection.
 type requestSource func(ctx context.Context, send func(metav1.ListOptions)) error
 
-// noneOf selects the items matching within whose field has none of values.
-func noneOf(within []string, field string, values []string) string {
+// noneOf selects the items whose field has none of values.
+func noneOf(field string, values []string) string {
 	terms := make([]string, 0, len(values))
 	for _, v := range values {
 		terms = append(terms, field+"!="+fields.EscapeValue(v))
 	}
-	return joinSelector(within, terms...)
-}
-
-func joinSelector(within []string, terms ...string) string {
-	all := append(append([]string{}, within...), terms...)
-	return strings.Join(all, ",")
+	return strings.Join(terms, ",")
 }
 
 // sendNothing is a collection no request would change: a pass skips it.
@@ -125,17 +120,18 @@ func nodeShards(podsByNode, toDelete map[string]int) []string {
 	}
 	var shards []string
 	// The shard of the other nodes goes where its size puts it.
-	rest := noneOf(nil, "spec.nodeName", named)
+	rest := noneOf("spec.nodeName", named)
+	restPending := othersToDelete > 0
 	for _, n := range named {
-		if othersToDelete > 0 && podsByNode[n] < others {
+		if restPending && podsByNode[n] < others {
 			shards = append(shards, rest)
-			othersToDelete = 0
+			restPending = false
 		}
 		if toDelete[n] > 0 {
 			shards = append(shards, "spec.nodeName="+fields.EscapeValue(n))
 		}
 	}
-	if othersToDelete > 0 {
+	if restPending {
 		shards = append(shards, rest)
 	}
 	return shards
