@@ -10,6 +10,9 @@
 # KCM_LOCAL_APISERVER_FLAGS (extra flags for kube-apiserver, e.g. auditing),
 # KCM_LOCAL_KWOK_FLAGS (extra flags for kwok, e.g. --config=FILE),
 # KCM_LOCAL_SCHEDULER_FLAGS (extra flags for kube-scheduler),
+# KCM_LOCAL_KWOK_PARALLELISM (kwok's workers for pod and node stages; default
+# kwok's 4, which serialize every node's pod updates through four requests at
+# a time, where a real cluster has one kubelet per node),
 # KCM_LOCAL_EXTRA_KCM_BINARY and KCM_LOCAL_EXTRA_KCM_FLAGS (a second controller
 # manager beside the first, on its own port and Lease, e.g. upstream's running
 # the controllers the first leaves out with --controllers),
@@ -145,7 +148,15 @@ start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
 # kwok's settings (node Leases) and stages: upstream's for nodes and pod
 # deletion, ours (hack/kwok) for how pods start and how Job pods finish.
 STAGES=()
-for f in "${ROOT}"/_output/kwok-stages/*.yaml "${ROOT}"/hack/kwok/*.yaml; do STAGES+=(--config="${f}"); done
+for f in "${ROOT}"/_output/kwok-stages/*.yaml "${ROOT}"/hack/kwok/*.yaml; do
+  if [[ "${f##*/}" == kwok-config.yaml && -n "${KCM_LOCAL_KWOK_PARALLELISM:-}" ]]; then
+    [[ "${KCM_LOCAL_KWOK_PARALLELISM}" =~ ^[1-9][0-9]*$ ]] || { echo "KCM_LOCAL_KWOK_PARALLELISM must be a positive number" >&2; exit 1; }
+    mkdir -p "${DIR}"
+    sed -E "s/^(  (pod|node)PlayStageParallelism:).*/\1 ${KCM_LOCAL_KWOK_PARALLELISM}/" "${f}" > "${DIR}/kwok-config.yaml"
+    f="${DIR}/kwok-config.yaml"
+  fi
+  STAGES+=(--config="${f}")
+done
 # shellcheck disable=SC2086
 start kwok "${BIN}/kwok" --kubeconfig="${KUBECONFIG_FILE}" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \

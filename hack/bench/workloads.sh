@@ -44,6 +44,8 @@ OUT="${BENCH_DIR:-${ROOT}/_output/bench}/${WORKLOAD}"
 KCM_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST} ${BENCH_KCM_FLAGS:-}"
 # The scheduler gets the same client limits (see rollout.sh).
 SCHEDULER_FLAGS="--kube-api-qps=${QPS} --kube-api-burst=${BURST}"
+# kwok's workers (see rollout.sh).
+export KCM_LOCAL_KWOK_PARALLELISM="${BENCH_KWOK_PARALLELISM:-16}"
 NS=bench
 log() { echo "+++ [bench ${WORKLOAD} $(date -u +%H:%M:%S)] $*" >&2; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", b - a}'; }
@@ -270,7 +272,7 @@ fi
 {
   echo "### ${WORKLOAD} bench: ${SIZE}, ${ROUNDS} rounds"
   echo
-  echo "$(date -u +%Y-%m-%d), ours built from commit ${COMMIT}, $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM; flags \`${KCM_FLAGS% }\`."
+  echo "$(date -u +%Y-%m-%d), ours built from commit ${COMMIT}, $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM; flags \`${KCM_FLAGS% }\`; kwok with ${KCM_LOCAL_KWOK_PARALLELISM} workers."
   echo
   python3 "${ROOT}/hack/bench/report.py" --phases "${OUT}/runs" "${SIZE}"
   prof="${OUT}/runs/ours-${SIZE}-${ROUNDS}/cpu.pprof"
