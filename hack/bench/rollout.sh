@@ -41,6 +41,8 @@
 #   BENCH_ONLY            ours or upstream: run one binary only (for quick
 #                         iterations; no ratios, not for the README)
 #   BENCH_KEEP_AUDIT (0)  1 keeps each run's audit log (for hack/bench/timeline.py)
+#   BENCH_KEEP_LOGS (0)   1 keeps each run's component logs in runs/NAME/logs
+#                         (with BENCH_KCM_FLAGS=--v=3, every event recorded)
 #   BENCH_AUDIT_STEPS (0) 1 logs ReplicaSet spec updates with their bodies
 #                         (with BENCH_KEEP_AUDIT=1, for hack/bench/steps.py)
 #   BENCH_NO_ROLLOUT (0)  1 skips the template change: create, then delete
@@ -283,6 +285,7 @@ FACTS
   python3 "${ROOT}/hack/bench/analyze.py" "${audit}" "${dir}/facts.txt" > "${OUT}/runs/${name}.json"
   # The audit logs are large; keep the summaries and profiles only.
   [[ "${BENCH_KEEP_AUDIT:-0}" == 1 ]] || rm -f "${audit}"* "${audit%.log}"-*.log
+  [[ "${BENCH_KEEP_LOGS:-0}" != 1 ]] || mv "${dir}/cluster/logs" "${dir}/logs"
   rm -rf "${dir}/cluster"
 }
 
