@@ -30,6 +30,8 @@ KCM_PORT="${KCM_LOCAL_KCM_PORT:-10257}"
 KCM_BINARY="${KCM_LOCAL_KCM_BINARY:-${BIN}/kube-controller-manager}"
 REPLICAS="${KCM_LOCAL_REPLICAS:-${REPLICAS:-1}}"
 [[ "${REPLICAS}" =~ ^[1-9][0-9]*$ ]] || { echo "REPLICAS must be a positive number, got '${REPLICAS}'" >&2; exit 1; }
+KWOK_PARALLELISM="${KCM_LOCAL_KWOK_PARALLELISM:-}"
+[[ -z "${KWOK_PARALLELISM}" || "${KWOK_PARALLELISM}" =~ ^[1-9][0-9]*$ ]] || { echo "KCM_LOCAL_KWOK_PARALLELISM must be a positive number, got '${KWOK_PARALLELISM}'" >&2; exit 1; }
 log() { echo "+++ [local-up] $*" >&2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok
@@ -149,10 +151,12 @@ start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${KUBECONFIG_FILE}" \
 # deletion, ours (hack/kwok) for how pods start and how Job pods finish.
 STAGES=()
 for f in "${ROOT}"/_output/kwok-stages/*.yaml "${ROOT}"/hack/kwok/*.yaml; do
-  if [[ "${f##*/}" == kwok-config.yaml && -n "${KCM_LOCAL_KWOK_PARALLELISM:-}" ]]; then
-    [[ "${KCM_LOCAL_KWOK_PARALLELISM}" =~ ^[1-9][0-9]*$ ]] || { echo "KCM_LOCAL_KWOK_PARALLELISM must be a positive number" >&2; exit 1; }
+  if [[ "${f##*/}" == kwok-config.yaml && -n "${KWOK_PARALLELISM}" ]]; then
     mkdir -p "${DIR}"
-    sed -E "s/^(  (pod|node)PlayStageParallelism:).*/\1 ${KCM_LOCAL_KWOK_PARALLELISM}/" "${f}" > "${DIR}/kwok-config.yaml"
+    sed -E "s/^(  (pod|node)PlayStageParallelism:).*/\1 ${KWOK_PARALLELISM}/" "${f}" > "${DIR}/kwok-config.yaml"
+    # Both keys must have been rewritten, or the bed would not be what it says.
+    [[ $(grep -cE "^  (pod|node)PlayStageParallelism: ${KWOK_PARALLELISM}\$" "${DIR}/kwok-config.yaml") == 2 ]] ||
+      { echo "could not set kwok's parallelism in ${f}" >&2; exit 1; }
     f="${DIR}/kwok-config.yaml"
   fi
   STAGES+=(--config="${f}")
