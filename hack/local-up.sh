@@ -35,7 +35,12 @@ KWOK_PARALLELISM="${KCM_LOCAL_KWOK_PARALLELISM:-}"
 log() { echo "+++ [local-up] $*" >&2; }
 
 "${ROOT}/hack/install-test-binaries.sh" etcd kube-apiserver kube-scheduler kubectl kwok
-[[ -x "${BIN}/kube-controller-manager" ]] || (cd "${ROOT}" && make build)
+# Only the binary that runs is built: the bench brings its own, and a cold
+# build would eat into its wait for the cluster.
+if [[ -z "${KCM_LOCAL_KCM_BINARY:-}" && ! -x "${BIN}/kube-controller-manager" ]]; then
+  (cd "${ROOT}" && make build)
+fi
+[[ -x "${KCM_BINARY}" ]] || { echo "KCM_LOCAL_KCM_BINARY: ${KCM_BINARY} is not an executable" >&2; exit 1; }
 
 # free_ports N: N distinct free loopback ports, all bound at once before any
 # is closed (two picks in a row can otherwise get the same port).
